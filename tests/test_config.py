@@ -1,0 +1,460 @@
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+import umt.config as config
+from umt.config import (
+    ENV_VARS,
+    ConfigError,
+    Settings,
+    env_warnings,
+    load_settings,
+    mask_database_url,
+    parse_database_url,
+    permission_warnings,
+    setting_keys,
+)
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.toml"
+SECRET = "hunter2-s3cret"
+
+
+@pytest.fixture(autouse=True)
+def no_default_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the default config path into tmp_path so the developer's own file never leaks in."""
+    default = tmp_path / "default-config" / "config.toml"
+    monkeypatch.setattr(config, "default_config_path", lambda: default)
+    return default
+
+
+def write(path: Path, text: str, mode: int = 0o600) -> Path:
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+def error_of(path: Path | None = None, /, **env: str) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, env=env)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+# --------------------------------------------------------------------------- defaults, example
+
+
+def test_defaults_without_any_file() -> None:
+    settings = load_settings(env={})
+    assert settings.config_file is None
+    assert settings.qbittorrent.url == "http://127.0.0.1:8080"
+    assert settings.qbittorrent.username == "admin"
+    assert settings.qbittorrent.password is None
+    assert settings.qbittorrent.category == "umt"
+    assert settings.library.import_mode == "auto"
+    assert settings.acquire.retention == timedelta(days=7)
+    assert settings.engine.sqlite_poll_interval == timedelta(milliseconds=200)
+    assert settings.engine.db_schema == "umt"
+    target = settings.database_target()
+    assert target.kind == "sqlite"
+    assert target.sqlite_path is not None and target.sqlite_path.is_absolute()
+    assert target.sqlite_path.name == "umt.db"
+    assert settings.library.dir.is_absolute()
+    assert settings.effective_poll_interval() == timedelta(milliseconds=200)
+
+
+def test_example_file_equals_defaults() -> None:
+    loaded = load_settings(EXAMPLE, env={})
+    assert loaded.model_dump() == Settings().model_dump()
+
+
+def test_example_file_documents_every_setting_with_its_env_var() -> None:
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    section = ""
+    documented: dict[str, str] = {}
+    for index, line in enumerate(lines):
+        if header := re.fullmatch(r"\[(\w+)\]", line):
+            section = header[1]
+        elif assignment := re.match(r"#? ?(\w+) = ", line):
+            documented[f"{section}.{assignment[1]}"] = lines[index - 1]
+    assert sorted(documented) == sorted(setting_keys())
+    for key, comment in documented.items():
+        assert f"({ENV_VARS[key]})" in comment, key
+
+
+def test_every_setting_has_exactly_one_env_var() -> None:
+    assert sorted(ENV_VARS) == sorted(setting_keys())
+    assert len(set(ENV_VARS.values())) == len(ENV_VARS)
+
+
+def test_env_var_names_users_rely_on() -> None:
+    assert ENV_VARS["database.url"] == "UMT_DATABASE_URL"
+    assert ENV_VARS["qbittorrent.url"] == "UMT_QBITTORRENT_URL"
+    assert ENV_VARS["qbittorrent.username"] == "UMT_QBITTORRENT_USERNAME"
+    assert ENV_VARS["qbittorrent.password"] == "UMT_QBITTORRENT_PASSWORD"
+    assert ENV_VARS["library.dir"] == "UMT_LIBRARY_DIR"
+    assert ENV_VARS["library.import_mode"] == "UMT_IMPORT_MODE"
+    assert ENV_VARS["qbittorrent.download_dir"] == "UMT_DOWNLOAD_DIR"
+    assert ENV_VARS["qbittorrent.category"] == "UMT_CATEGORY"
+    assert ENV_VARS["acquire.retention"] == "UMT_RETENTION"
+
+
+# --------------------------------------------------------------------------- precedence
+
+
+def test_env_over_file_over_defaults(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.toml",
+        '[qbittorrent]\nurl = "http://file:1"\nusername = "fileuser"\n'
+        '[acquire]\nretention = "1d"\n',
+    )
+    settings = load_settings(
+        path, env={"UMT_QBITTORRENT_URL": "http://env:2", "UMT_ENGINE_CONCURRENCY": "8"}
+    )
+    assert settings.qbittorrent.url == "http://env:2"  # env beats file
+    assert settings.qbittorrent.username == "fileuser"  # file beats default
+    assert settings.acquire.retention == timedelta(days=1)
+    assert settings.engine.concurrency == 8  # env beats default
+    assert settings.qbittorrent.category == "umt"  # default
+    assert settings.config_file == path
+
+
+def test_every_env_var_is_applied(tmp_path: Path) -> None:
+    env = {
+        "UMT_DATABASE_URL": "postgresql://u@db/umt",
+        "UMT_QBITTORRENT_URL": "https://qb.example:8443",
+        "UMT_QBITTORRENT_USERNAME": "me",
+        "UMT_QBITTORRENT_PASSWORD": SECRET,
+        "UMT_DOWNLOAD_DIR": "/srv/dl",
+        "UMT_CATEGORY": "movies",
+        "UMT_QBITTORRENT_TIMEOUT": "3s",
+        "UMT_LIBRARY_DIR": str(tmp_path / "lib"),
+        "UMT_IMPORT_MODE": "copy",
+        "UMT_LIBRARY_NAMING_TEMPLATE": "{title} ({year})/{filename}",
+        "UMT_LIBRARY_ALL_FILES": "true",
+        "UMT_LIBRARY_VERIFY": "size",
+        "UMT_RETENTION": "0",
+        "UMT_ACQUIRE_DOWNLOAD_TIMEOUT": "P1D",
+        "UMT_ENGINE_LEASE": "1m",
+        "UMT_ENGINE_POLL_INTERVAL": "2s",
+        "UMT_ENGINE_SQLITE_POLL_INTERVAL": "50",
+        "UMT_ENGINE_SIGNAL_TTL": "1w",
+        "UMT_ENGINE_CONCURRENCY": "2",
+        "UMT_ENGINE_SCHEMA": "umt_test",
+    }
+    settings = load_settings(env=env)
+    assert settings.database_url() == "postgresql://u@db/umt"
+    assert settings.qbittorrent.password is not None
+    assert settings.qbittorrent.password.get_secret_value() == SECRET
+    assert settings.qbittorrent.download_dir == "/srv/dl"
+    assert settings.qbittorrent.category == "movies"
+    assert settings.qbittorrent.timeout == timedelta(seconds=3)
+    assert settings.library.dir == tmp_path / "lib"
+    assert settings.library.import_mode == "copy"
+    assert settings.library.all_files is True
+    assert settings.library.verify == "size"
+    assert settings.acquire.retention == timedelta(0)
+    assert settings.acquire.download_timeout == timedelta(days=1)
+    assert settings.engine.lease == timedelta(minutes=1)
+    assert settings.engine.sqlite_poll_interval == timedelta(seconds=50)
+    assert settings.engine.signal_ttl == timedelta(weeks=1)
+    assert settings.engine.concurrency == 2
+    assert settings.engine.db_schema == "umt_test"
+    assert settings.effective_poll_interval() == timedelta(seconds=2)
+
+
+def test_empty_env_var_counts_as_unset(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", '[qbittorrent]\ncategory = "tv"\n')
+    assert load_settings(path, env={"UMT_CATEGORY": ""}).qbittorrent.category == "tv"
+
+
+def test_toml_numbers_are_seconds(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", "[engine]\nlease = 45\nsqlite_poll_interval = 0.5\n")
+    settings = load_settings(path, env={})
+    assert settings.engine.lease == timedelta(seconds=45)
+    assert settings.engine.sqlite_poll_interval == timedelta(milliseconds=500)
+
+
+# --------------------------------------------------------------------------- which file
+
+
+def test_config_argument_wins_over_umt_config(tmp_path: Path) -> None:
+    chosen = write(tmp_path / "a.toml", '[qbittorrent]\ncategory = "from-arg"\n')
+    other = write(tmp_path / "b.toml", '[qbittorrent]\ncategory = "from-env"\n')
+    settings = load_settings(chosen, env={"UMT_CONFIG": str(other)})
+    assert settings.qbittorrent.category == "from-arg"
+
+
+def test_umt_config_is_used(tmp_path: Path) -> None:
+    path = write(tmp_path / "b.toml", '[qbittorrent]\ncategory = "from-env"\n')
+    assert load_settings(env={"UMT_CONFIG": str(path)}).qbittorrent.category == "from-env"
+
+
+def test_default_file_is_used_when_present(no_default_config: Path) -> None:
+    no_default_config.parent.mkdir()
+    write(no_default_config, '[qbittorrent]\ncategory = "default-file"\n')
+    settings = load_settings(env={})
+    assert settings.qbittorrent.category == "default-file"
+    assert settings.config_file == no_default_config
+
+
+def test_missing_config_argument_is_an_error(tmp_path: Path) -> None:
+    message = error_of(tmp_path / "nope.toml")
+    assert f"{tmp_path / 'nope.toml'} (given by --config) does not exist" in message
+
+
+def test_missing_umt_config_file_is_an_error(tmp_path: Path) -> None:
+    message = error_of(UMT_CONFIG=str(tmp_path / "nope.toml"))
+    assert f"{tmp_path / 'nope.toml'} (given by UMT_CONFIG) does not exist" in message
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", "[engine]\nlease = \n")
+    message = error_of(path)
+    assert "invalid TOML" in message and str(path) in message and "line 2" in message
+
+
+def test_non_utf8_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(b'[qbittorrent]\ncategory = "\xff"\n')
+    assert "not UTF-8" in error_of(path)
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    assert "is a directory" in error_of(tmp_path)
+
+
+def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "c.toml", "")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "open", refuse)  # chmod 000 would not stop a root test run
+    message = error_of(path)
+    assert message == f"cannot read config file {path}: Permission denied"
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ('[qbittorent]\nurl = "http://x"\n', ["unknown section", "'qbittorent'", "qbittorrent"]),
+        ('url = "http://x"\n', ["unknown section or key 'url'", "[database]"]),
+        ('retention = "1d"\n', ["'retention'", "did you mean 'acquire.retention'"]),
+        ('[qbittorrent]\npasword = "x"\n', ["'qbittorrent.pasword'", "qbittorrent.password"]),
+        ('[qbittorrent]\nretention = "1d"\n', ["'qbittorrent.retention'", "acquire.retention"]),
+        ('[engine]\ndb_schema = "x"\n', ["'engine.db_schema'"]),
+        ('qbittorrent = "x"\n', ["must be a table"]),
+    ],
+)
+def test_unknown_keys_are_errors(tmp_path: Path, text: str, fragments: list[str]) -> None:
+    message = error_of(write(tmp_path / "c.toml", text))
+    for fragment in fragments:
+        assert fragment in message
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ('[acquire]\nretention = "3x"\n', ["acquire.retention", "invalid duration '3x'"]),
+        ('[acquire]\nretention = "-1d"\n', ["acquire.retention", "negative"]),
+        ('[acquire]\nretention = "P1M"\n', ["acquire.retention", "fixed length"]),
+        ("[acquire]\nretention = true\n", ["acquire.retention", "expected a duration"]),
+        ('[engine]\nlease = "0s"\n', ["engine.lease", "longer than zero"]),
+        ("[engine]\nconcurrency = 0\n", ["engine.concurrency", "greater than or equal to 1"]),
+        ('[engine]\nschema = "Bad-Name"\n', ["engine.schema", "schema name"]),
+        ('[engine]\nschema = "pg_umt"\n', ["engine.schema"]),
+        ('[library]\nimport_mode = "move"\n', ["library.import_mode", "'move'", "hardlink"]),
+        ('[library]\nverify = "md5"\n', ["library.verify"]),
+        ('[library]\nall_files = "maybe"\n', ["library.all_files"]),
+        ('[library]\ndir = ""\n', ["library.dir", "empty"]),
+        ('[library]\nnaming_template = "{title"\n', ["library.naming_template", "template"]),
+        ('[library]\nnaming_template = "{}/{0}"\n', ["library.naming_template", "named"]),
+        ('[library]\nnaming_template = "../{title}"\n', ["library.naming_template", "inside"]),
+        ('[library]\nnaming_template = "/abs/{title}"\n', ["library.naming_template", "inside"]),
+        ('[qbittorrent]\nurl = "127.0.0.1:8080"\n', ["qbittorrent.url", "http(s) URL"]),
+        ('[qbittorrent]\nurl = "http://u:p@host"\n', ["qbittorrent.url", "credentials"]),
+        ('[qbittorrent]\ncategory = ""\n', ["qbittorrent.category", "empty"]),
+        ('[database]\nurl = "mysql://x/db"\n', ["database.url", "unsupported database URL"]),
+        ('[database]\nurl = "sqlite://"\n', ["database.url", "in-memory"]),
+    ],
+)
+def test_bad_values_name_the_key_and_file(tmp_path: Path, text: str, fragments: list[str]) -> None:
+    path = write(tmp_path / "c.toml", text)
+    message = error_of(path)
+    assert message.startswith("invalid setting ")
+    assert f"in {path}" in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_bad_env_value_names_the_variable() -> None:
+    message = error_of(UMT_ENGINE_CONCURRENCY="many")
+    assert "engine.concurrency" in message and "from UMT_ENGINE_CONCURRENCY" in message
+    message = error_of(UMT_RETENTION="soon")
+    assert "acquire.retention = 'soon'" in message and "from UMT_RETENTION" in message
+
+
+def test_several_problems_are_counted(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", '[engine]\nlease = "x"\nconcurrency = -1\n')
+    assert "(and 1 more)" in error_of(path)
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def test_secrets_never_shown(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.toml",
+        f'[database]\nurl = "postgresql://umt:{SECRET}@db/umt"\n'
+        f'[qbittorrent]\npassword = "{SECRET}"\n',
+    )
+    settings = load_settings(path, env={})
+    for shown in (
+        repr(settings),
+        str(settings),
+        settings.model_dump_json(),
+        str(settings.model_dump()),
+        repr(settings.database_target()),
+        settings.database_url_for_display(),
+    ):
+        assert SECRET not in shown
+    assert settings.database_url_for_display() == "postgresql://umt:***@db/umt"
+    assert settings.database_url() == f"postgresql://umt:{SECRET}@db/umt"
+    assert settings.qbittorrent.password is not None
+    assert settings.qbittorrent.password.get_secret_value() == SECRET
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"UMT_DATABASE_URL": f"mysql://u:{SECRET}@h/db"},
+        {"UMT_DATABASE_URL": f"sqlite://u:{SECRET}@h/db"},
+    ],
+)
+def test_errors_about_secret_values_do_not_show_them(env: dict[str, str]) -> None:
+    assert SECRET not in error_of(**env)
+
+
+def test_wrongly_typed_password_is_not_echoed(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", "[qbittorrent]\npassword = 12345678\n")
+    message = error_of(path)
+    assert "qbittorrent.password" in message and "12345678" not in message
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX permissions")
+@pytest.mark.parametrize(
+    ("text", "mode", "warns"),
+    [
+        (f'[qbittorrent]\npassword = "{SECRET}"\n', 0o644, True),
+        (f'[qbittorrent]\npassword = "{SECRET}"\n', 0o640, True),
+        (f'[qbittorrent]\npassword = "{SECRET}"\n', 0o600, False),
+        (f'[database]\nurl = "postgresql://u:{SECRET}@h/db"\n', 0o644, True),
+        ('[database]\nurl = "postgresql://u@h/db"\n', 0o644, False),
+        ('[qbittorrent]\ncategory = "tv"\n', 0o644, False),
+    ],
+)
+def test_permission_warnings(tmp_path: Path, text: str, mode: int, warns: bool) -> None:
+    path = write(tmp_path / "c.toml", text, mode=mode)
+    warnings = permission_warnings(load_settings(path, env={}))
+    if warns:
+        assert len(warnings) == 1
+        assert f"chmod 600 {path}" in warnings[0]
+        assert SECRET not in warnings[0]
+    else:
+        assert warnings == []
+
+
+def test_password_from_env_only_does_not_warn(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", '[qbittorrent]\ncategory = "tv"\n', mode=0o644)
+    settings = load_settings(path, env={"UMT_QBITTORRENT_PASSWORD": SECRET})
+    assert permission_warnings(settings) == []
+
+
+def test_env_warnings_flag_unknown_umt_variables() -> None:
+    warnings = env_warnings({"UMT_QBITORRENT_URL": "x", "UMT_CONFIG": "c", "HOME": "/h"})
+    assert len(warnings) == 1
+    assert "UMT_QBITORRENT_URL" in warnings[0] and "UMT_QBITTORRENT_URL" in warnings[0]
+
+
+# --------------------------------------------------------------------------- database URLs
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///umt.db", Path("/work/dir/umt.db")),
+        ("sqlite:///data/umt.db", Path("/work/dir/data/umt.db")),
+        ("sqlite:////var/lib/umt/umt.db", Path("/var/lib/umt/umt.db")),
+    ],
+)
+def test_sqlite_urls(url: str, expected: Path) -> None:
+    target = parse_database_url(url, cwd=Path("/work/dir"))
+    assert target.kind == "sqlite"
+    assert target.sqlite_path == expected
+    assert target.url == f"sqlite:///{expected}"
+
+
+def test_relative_sqlite_url_is_pinned_at_load_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(env={"UMT_DATABASE_URL": "sqlite:///rel.db"})
+    assert settings.database_url() == f"sqlite:///{tmp_path / 'rel.db'}"
+    assert settings.database_target().sqlite_path == tmp_path / "rel.db"
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://umt@localhost/umt", "postgres://u:p@h:5432/db?sslmode=require"]
+)
+def test_postgresql_urls(url: str) -> None:
+    target = parse_database_url(url)
+    assert target.kind == "postgresql"
+    assert target.url == url
+    assert target.sqlite_path is None
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("sqlite://", "in-memory"),
+        ("sqlite:///", "in-memory"),
+        ("sqlite:///:memory:", "in-memory"),
+        ("sqlite://host/umt.db", "host part"),
+        ("sqlite:///umt.db?mode=ro", "query"),
+        ("mysql://u@h/db", "unsupported"),
+        ("postgresql+psycopg://u@h/db", "unsupported"),
+        ("umt.db", "unsupported"),
+        ("host=localhost dbname=umt", "unsupported"),
+    ],
+)
+def test_bad_database_urls(url: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        parse_database_url(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:pw@h:5432/db", "postgresql://u:***@h:5432/db"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+        ("postgresql://u:p@ss@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://h/db?user=u&password=pw", "postgresql://h/db?user=u&password=***"),
+        ("sqlite:////abs/umt.db", "sqlite:////abs/umt.db"),
+    ],
+)
+def test_mask_database_url(url: str, shown: str) -> None:
+    assert mask_database_url(url) == shown
+
+
+def test_section_table_matches_settings_fields() -> None:
+    assert list(config._SECTIONS) == list(Settings.model_fields)

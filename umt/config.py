@@ -1,0 +1,589 @@
+"""umt settings: built-in defaults, overridden by a TOML file, overridden by ``UMT_*`` variables.
+
+Use :func:`load_settings`; every problem it finds is a :class:`ConfigError` with a one-line
+message naming the file, key or variable. ``config.example.toml`` documents every setting.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shlex
+import string
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
+
+import platformdirs
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from umt.engine.durations import InvalidDuration, parse_duration
+
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "ENV_VARS",
+    "AcquireSettings",
+    "ConfigError",
+    "DatabaseSettings",
+    "DatabaseTarget",
+    "EngineSettings",
+    "LibrarySettings",
+    "QbittorrentSettings",
+    "Settings",
+    "default_config_path",
+    "default_data_dir",
+    "env_warnings",
+    "load_settings",
+    "mask_database_url",
+    "parse_database_url",
+    "permission_warnings",
+    "resolve_config_path",
+    "setting_keys",
+]
+
+APP_NAME: Final = "umt"
+CONFIG_ENV_VAR: Final = "UMT_CONFIG"
+
+#: Setting (``section.key``) -> environment variable. Users and scripts rely on these names.
+ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "database.url": "UMT_DATABASE_URL",
+        "qbittorrent.url": "UMT_QBITTORRENT_URL",
+        "qbittorrent.username": "UMT_QBITTORRENT_USERNAME",
+        "qbittorrent.password": "UMT_QBITTORRENT_PASSWORD",
+        "qbittorrent.download_dir": "UMT_DOWNLOAD_DIR",
+        "qbittorrent.category": "UMT_CATEGORY",
+        "qbittorrent.timeout": "UMT_QBITTORRENT_TIMEOUT",
+        "library.dir": "UMT_LIBRARY_DIR",
+        "library.import_mode": "UMT_IMPORT_MODE",
+        "library.naming_template": "UMT_LIBRARY_NAMING_TEMPLATE",
+        "library.all_files": "UMT_LIBRARY_ALL_FILES",
+        "library.verify": "UMT_LIBRARY_VERIFY",
+        "acquire.retention": "UMT_RETENTION",
+        "acquire.download_timeout": "UMT_ACQUIRE_DOWNLOAD_TIMEOUT",
+        "engine.lease": "UMT_ENGINE_LEASE",
+        "engine.poll_interval": "UMT_ENGINE_POLL_INTERVAL",
+        "engine.sqlite_poll_interval": "UMT_ENGINE_SQLITE_POLL_INTERVAL",
+        "engine.signal_ttl": "UMT_ENGINE_SIGNAL_TTL",
+        "engine.concurrency": "UMT_ENGINE_CONCURRENCY",
+        "engine.schema": "UMT_ENGINE_SCHEMA",
+    }
+)
+
+_SECRET_KEYS: Final = frozenset({"database.url", "qbittorrent.password"})
+_GROUP_OR_OTHER_READABLE: Final = 0o044
+
+
+class ConfigError(Exception):
+    """Unusable configuration; the one-line message names the file, key or variable."""
+
+
+# --------------------------------------------------------------------------- database URLs
+
+
+@dataclass(frozen=True)
+class DatabaseTarget:
+    """Where the engine keeps its tables. ``url`` may hold a password, so it is kept out of repr."""
+
+    kind: Literal["postgresql", "sqlite"]
+    url: str = field(repr=False)
+    sqlite_path: Path | None = None
+
+    def url_for_display(self) -> str:
+        return mask_database_url(self.url)
+
+
+def parse_database_url(url: str, *, cwd: Path | None = None) -> DatabaseTarget:
+    """Parse ``postgresql://…``, ``sqlite:///relative.db`` (to ``cwd``) or ``sqlite:////abs.db``.
+
+    In-memory SQLite (``sqlite://``, ``sqlite:///:memory:``) is refused: the engine's state must
+    outlive the process and be shared by every worker.
+    """
+    scheme, separator, rest = url.partition("://")
+    scheme = scheme.lower()
+    if separator and scheme in ("postgresql", "postgres"):
+        return DatabaseTarget("postgresql", url)
+    if separator and scheme == "sqlite":
+        path = _sqlite_path(url, rest, cwd or Path.cwd())
+        return DatabaseTarget("sqlite", f"sqlite:///{path}", path)
+    raise ConfigError(
+        f"unsupported database URL {mask_database_url(url)!r}: use postgresql://user@host/db,"
+        " sqlite:///relative.db or sqlite:////absolute/path.db"
+    )
+
+
+def _sqlite_path(url: str, rest: str, cwd: Path) -> Path:
+    shown = mask_database_url(url)
+    if rest in ("", "/", "/:memory:"):
+        raise ConfigError(
+            f"SQLite URL {shown!r} names no file (in-memory databases are not supported):"
+            " use sqlite:///umt.db or sqlite:////absolute/path.db"
+        )
+    if not rest.startswith("/"):
+        raise ConfigError(
+            f"SQLite URL {shown!r} has a host part: use sqlite:///relative.db"
+            " or sqlite:////absolute/path.db (three or four slashes)"
+        )
+    if "?" in rest or "#" in rest:
+        raise ConfigError(f"SQLite URL {shown!r}: query parameters are not supported")
+    path = Path(rest[1:])
+    return path if path.is_absolute() else cwd / path
+
+
+def mask_database_url(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***`` (userinfo and ``password=`` query)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = parts.netloc
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
+    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query, flags=re.IGNORECASE)
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url  # geturl() would turn sqlite://// into sqlite://
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def _url_has_password(url: str) -> bool:
+    return mask_database_url(url) != url
+
+
+# --------------------------------------------------------------------------- field types
+
+
+def _duration(value: object) -> object:
+    """Accept duration text, a bare number of seconds (TOML ints and floats), or a timedelta."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except InvalidDuration as error:
+            raise ValueError(str(error)) from None
+    if isinstance(value, timedelta):
+        if value < timedelta(0):
+            raise ValueError("must not be negative")
+        return value
+    raise ValueError(f"expected a duration such as '30s' or '7d', got {value!r}")
+
+
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be longer than zero")
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+PositiveDuration = Annotated[timedelta, BeforeValidator(_duration), AfterValidator(_positive)]
+
+
+def _non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def default_config_path() -> Path:
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+def _default_database_url() -> SecretStr:
+    return SecretStr(f"sqlite:///{default_data_dir() / 'umt.db'}")
+
+
+# --------------------------------------------------------------------------- sections
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatabaseSettings(_Section):
+    url: SecretStr = Field(default_factory=_default_database_url)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: SecretStr) -> SecretStr:
+        try:
+            target = parse_database_url(value.get_secret_value())
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
+        # Relative SQLite paths are pinned at load time so a later chdir cannot move the database.
+        return SecretStr(target.url)
+
+
+class QbittorrentSettings(_Section):
+    url: str = "http://127.0.0.1:8080"
+    username: str = "admin"
+    password: SecretStr | None = None
+    download_dir: str | None = None
+    category: NonEmptyStr = "umt"
+    timeout: PositiveDuration = timedelta(seconds=10)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL such as 'http://127.0.0.1:8080'")
+        if "@" in parts.netloc:
+            raise ValueError("put credentials in qbittorrent.username/password, not in the URL")
+        return value
+
+    @field_validator("download_dir")
+    @classmethod
+    def _empty_is_none(cls, value: str | None) -> str | None:
+        # Not expanded or resolved here: the path is qBittorrent's, possibly on another machine.
+        return value or None
+
+
+class LibrarySettings(_Section):
+    dir: Path = Field(default_factory=lambda: default_data_dir() / "library")
+    import_mode: Literal["auto", "hardlink", "copy"] = "auto"
+    naming_template: str = "{title}/{filename}"
+    all_files: bool = False
+    verify: Literal["sha256", "size"] = "sha256"
+
+    @field_validator("dir", mode="before")
+    @classmethod
+    def _check_dir(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("dir")
+    @classmethod
+    def _absolute_dir(cls, value: Path) -> Path:
+        return value.expanduser().absolute()
+
+    @field_validator("naming_template")
+    @classmethod
+    def _check_template(cls, value: str) -> str:
+        _check_naming_template(value)
+        return value
+
+
+def _check_naming_template(template: str) -> None:
+    if not template.strip():
+        raise ValueError("must not be empty")
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as error:
+        raise ValueError(f"{template!r} is not a valid template: {error}") from None
+    if any(name == "" or name.isdigit() for name in fields):
+        raise ValueError(f"{template!r}: placeholders must be named, e.g. '{{title}}'")
+    if template.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", template):
+        raise ValueError(f"{template!r} must stay inside the library (no leading '/', no '..')")
+
+
+class AcquireSettings(_Section):
+    retention: Duration = timedelta(days=7)
+    download_timeout: PositiveDuration = timedelta(days=14)
+
+
+class EngineSettings(_Section):
+    lease: PositiveDuration = timedelta(seconds=30)
+    poll_interval: PositiveDuration = timedelta(seconds=5)
+    sqlite_poll_interval: PositiveDuration = timedelta(seconds=0.2)
+    signal_ttl: PositiveDuration = timedelta(days=7)
+    concurrency: int = Field(default=4, ge=1)
+    # "schema" would shadow BaseModel.schema(), hence the alias; the TOML key stays "schema".
+    db_schema: str = Field(default="umt", alias="schema")
+
+    @field_validator("db_schema")
+    @classmethod
+    def _check_schema(cls, value: str) -> str:
+        # The name is spliced into SQL (schemas cannot be bound parameters), so keep it plain.
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value) or value.startswith("pg_"):
+            raise ValueError(
+                f"{value!r} is not a plain PostgreSQL schema name"
+                " (lowercase letters, digits, '_'; not starting with a digit or 'pg_')"
+            )
+        return value
+
+
+# --------------------------------------------------------------------------- settings
+
+
+class Settings(BaseSettings):
+    """All of umt's settings. Build with :func:`load_settings`; ``Settings()`` is the defaults."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    qbittorrent: QbittorrentSettings = Field(default_factory=QbittorrentSettings)
+    library: LibrarySettings = Field(default_factory=LibrarySettings)
+    acquire: AcquireSettings = Field(default_factory=AcquireSettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+
+    _config_file: Path | None = PrivateAttr(default=None)
+    _secrets_in_file: tuple[str, ...] = PrivateAttr(default=())
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_settings() reads the file and the environment itself: the stable variable names
+        # (UMT_IMPORT_MODE -> library.import_mode) do not follow a nested-delimiter scheme, the
+        # environment must be injectable, and errors must say which file or variable was wrong.
+        return (init_settings,)
+
+    @property
+    def config_file(self) -> Path | None:
+        """The TOML file these settings were read from, if any."""
+        return self._config_file
+
+    @property
+    def secrets_in_config_file(self) -> tuple[str, ...]:
+        """Keys of the config file that hold a password (``qbittorrent.password``, …)."""
+        return self._secrets_in_file
+
+    def database_url(self) -> str:
+        """The real database URL, password included: pass it to the driver, never print it."""
+        return self.database.url.get_secret_value()
+
+    def database_url_for_display(self) -> str:
+        return mask_database_url(self.database_url())
+
+    def database_target(self) -> DatabaseTarget:
+        return parse_database_url(self.database_url())
+
+    def effective_poll_interval(self) -> timedelta:
+        """How often a worker polls for due work on this database kind."""
+        if self.database_target().kind == "sqlite":
+            return self.engine.sqlite_poll_interval
+        return self.engine.poll_interval
+
+
+_SECTIONS: Final[Mapping[str, type[BaseModel]]] = MappingProxyType(
+    {
+        "database": DatabaseSettings,
+        "qbittorrent": QbittorrentSettings,
+        "library": LibrarySettings,
+        "acquire": AcquireSettings,
+        "engine": EngineSettings,
+    }
+)
+
+
+def _section_keys(section: str) -> list[str]:
+    fields = _SECTIONS[section].model_fields
+    return [info.alias or name for name, info in fields.items()]
+
+
+def setting_keys() -> list[str]:
+    """Every setting as ``section.key``, in declaration order."""
+    return [f"{section}.{key}" for section in _SECTIONS for key in _section_keys(section)]
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_settings(
+    config_path: Path | None = None, *, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Read settings: ``UMT_*`` variables > TOML file > defaults.
+
+    The file is ``config_path`` (the CLI's ``--config``), else ``$UMT_CONFIG``, else the
+    default path if it exists. An empty variable counts as unset.
+    """
+    environ = os.environ if env is None else env
+    path = resolve_config_path(config_path, env=environ)
+    file_data = _read_toml(path) if path is not None else {}
+    if path is not None:
+        _check_known_keys(file_data, path)
+    env_data = _env_values(environ)
+    settings = _validate(_merge(file_data, env_data), path, env_data)
+    settings._config_file = path
+    settings._secrets_in_file = _secret_keys(file_data)
+    return settings
+
+
+def resolve_config_path(
+    config_path: Path | None = None, *, env: Mapping[str, str] | None = None
+) -> Path | None:
+    """The config file to read, or None when no file is given and the default one is absent."""
+    environ = os.environ if env is None else env
+    if config_path is not None:
+        return _existing(Path(config_path), "--config")
+    if environ.get(CONFIG_ENV_VAR):
+        return _existing(Path(environ[CONFIG_ENV_VAR]), CONFIG_ENV_VAR)
+    default = default_config_path()
+    return default if default.exists() else None
+
+
+def _existing(path: Path, given_by: str) -> Path:
+    path = path.expanduser()
+    if not path.exists():
+        raise ConfigError(f"config file {path} (given by {given_by}) does not exist")
+    return path
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory, not a TOML file") from None
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ConfigError(f"cannot read config file {path}: {reason}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"invalid TOML in {path}: the file is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"invalid TOML in {path}: {error}") from None
+
+
+def _check_known_keys(data: Mapping[str, Any], path: Path) -> None:
+    for section, table in data.items():
+        if section not in _SECTIONS:
+            raise ConfigError(
+                f"{path}: unknown section or key {section!r}"
+                f"{_did_you_mean(section, [*_SECTIONS, *setting_keys()])}; sections are "
+                + ", ".join(f"[{name}]" for name in _SECTIONS)
+            )
+        if not isinstance(table, dict):
+            raise ConfigError(
+                f"{path}: {section!r} must be a table: write [{section}] above its keys"
+            )
+        for key in table:
+            if key not in _section_keys(section):
+                hint = _did_you_mean(f"{section}.{key}", setting_keys())
+                raise ConfigError(f"{path}: unknown setting '{section}.{key}'{hint}")
+
+
+def _did_you_mean(name: str, candidates: list[str]) -> str:
+    leaf = name.rpartition(".")[2]
+    same_leaf = [c for c in candidates if c.rpartition(".")[2] == leaf and c != name]
+    close = same_leaf or difflib.get_close_matches(name, candidates, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _env_values(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    values: dict[str, dict[str, str]] = {}
+    for dotted, name in ENV_VARS.items():
+        value = environ.get(name)
+        if value:
+            section, key = dotted.split(".")
+            values.setdefault(section, {})[key] = value
+    return values
+
+
+def _merge(
+    file_data: Mapping[str, Any], env_data: Mapping[str, Mapping[str, str]]
+) -> dict[str, Any]:
+    merged = {section: dict(table) for section, table in file_data.items()}
+    for section, table in env_data.items():
+        merged.setdefault(section, {}).update(table)
+    return merged
+
+
+def _validate(
+    data: dict[str, Any], path: Path | None, env_data: Mapping[str, Mapping[str, str]]
+) -> Settings:
+    try:
+        return Settings(**data)
+    except ValidationError as error:
+        raise ConfigError(_describe(error, path, env_data)) from None
+
+
+def _describe(
+    error: ValidationError, path: Path | None, env_data: Mapping[str, Mapping[str, str]]
+) -> str:
+    problems = error.errors(include_url=False)
+    first = problems[0]
+    dotted = ".".join(str(part) for part in first["loc"][:2])
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return (
+        f"invalid setting {dotted}{_shown_input(dotted, first['input'])}"
+        f" ({_origin(dotted, path, env_data)}): {message}{more}"
+    )
+
+
+def _origin(dotted: str, path: Path | None, env_data: Mapping[str, Mapping[str, str]]) -> str:
+    section, _, key = dotted.partition(".")
+    if key in env_data.get(section, {}):
+        return f"from {ENV_VARS[dotted]}"
+    return f"in {path}" if path is not None else "default"
+
+
+def _shown_input(dotted: str, value: object) -> str:
+    # Only plain scalars of non-secret keys: a table could carry a password along with it.
+    if dotted in _SECRET_KEYS or not isinstance(value, str | int | float):
+        return ""
+    return f" = {value!r}"
+
+
+def _secret_keys(file_data: Mapping[str, Any]) -> tuple[str, ...]:
+    keys: list[str] = []
+    database_url = file_data.get("database", {}).get("url")
+    if isinstance(database_url, str) and _url_has_password(database_url):
+        keys.append("database.url")
+    if file_data.get("qbittorrent", {}).get("password"):
+        keys.append("qbittorrent.password")
+    return tuple(keys)
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+def permission_warnings(settings: Settings) -> list[str]:
+    """Warn when the config file holds a password and other users can read it."""
+    path = settings.config_file
+    if path is None or not settings.secrets_in_config_file or os.name == "nt":
+        return []
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return []
+    if not mode & _GROUP_OR_OTHER_READABLE:
+        return []
+    held = " and ".join(settings.secrets_in_config_file)
+    return [
+        f"config file {path} holds {held} and is readable by other users"
+        f" (mode {mode & 0o777:o}); fix: chmod 600 {shlex.quote(str(path))}"
+    ]
+
+
+def env_warnings(env: Mapping[str, str] | None = None) -> list[str]:
+    """Name ``UMT_*`` variables that umt does not know (typos would otherwise pass silently)."""
+    environ = os.environ if env is None else env
+    known = [*ENV_VARS.values(), CONFIG_ENV_VAR]
+    return [
+        f"environment variable {name} is not a umt setting and is ignored"
+        f"{_did_you_mean(name, known)}"
+        for name in sorted(environ)
+        if name.startswith("UMT_") and name not in known
+    ]
