@@ -27,8 +27,8 @@ HEX = "c12fe1c06bba254a9dc9f519b335aa7c1367a88a"
 BASE32 = base64.b32encode(bytes.fromhex(HEX)).decode()
 
 
-def _torrent(path: Path, **kwargs: object) -> torf.Torrent:
-    torrent = torf.Torrent(path=path, private=False, created_by="umt-tests", **kwargs)
+def _torrent(path: Path, trackers: list[str] | None = None) -> torf.Torrent:
+    torrent = torf.Torrent(path=path, trackers=trackers, private=False, created_by="umt-tests")
     torrent.generate()
     return torrent
 

@@ -81,9 +81,7 @@ class TorrentSource:
         )
 
 
-def parse_source(
-    text: str, *, fetch_url: Callable[[str], bytes] | None = None
-) -> TorrentSource:
+def parse_source(text: str, *, fetch_url: Callable[[str], bytes] | None = None) -> TorrentSource:
     """Parse a magnet link, a path to a .torrent file, or an http(s) URL of a .torrent.
 
     ``fetch_url`` downloads a URL and returns its bytes (injectable for tests); it may raise
