@@ -1,0 +1,333 @@
+"""Executes one claimed run: replays recorded steps, runs the next ones, parks or finishes."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import Enum
+from typing import Any, TypeVar
+
+from umt.engine.clock import Clock
+from umt.engine.context import Interrupts, StepContext, WorkflowContext
+from umt.engine.durations import parse_duration
+from umt.engine.errors import (
+    LeaseLost,
+    PermanentError,
+    ReplayDrift,
+    RunCanceled,
+    StepFailed,
+    StepInterrupted,
+    StoreUnavailable,
+    WorkerStopping,
+    WorkflowDefinitionError,
+)
+from umt.engine.jsonvalues import to_json_value
+from umt.engine.models import COMPENSATION, MAIN, ReceivedSignal, RunStatus
+from umt.engine.retry import DEFAULT_RETRY, RetryPolicy
+from umt.engine.store.database import Row, Session
+from umt.engine.store.store import Claim, Fence, Store, error_json
+from umt.engine.workflow import Workflow
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Outcome(Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    PARKED = "parked"
+    CANCELED = "canceled"
+    LEASE_LOST = "lease_lost"
+    HANDED_BACK = "handed_back"
+    COMPENSATED = "compensated"
+
+
+class _Parked(BaseException):
+    """The run is parked (sleep, signal wait, retry backoff); the execution ends here."""
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    progress_interval: float = 1.0
+    #: Give up retrying an unreachable database when this returns True.
+    abandon: Callable[[], bool] = lambda: False
+
+
+class RunExecution:
+    def __init__(
+        self, store: Store, claim: Claim, workflow: Workflow, clock: Clock,
+        settings: ExecutionSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.claim = claim
+        self.fence: Fence = claim.fence
+        self.workflow = workflow
+        self.clock = clock
+        self.settings = settings or ExecutionSettings()
+        self.interrupts = Interrupts()
+        self.current_attempt_id: int | None = None
+        self._position = 0
+        self._name_counts: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ whole run
+
+    def execute(self) -> Outcome:
+        try:
+            return self._execute()
+        except StoreUnavailable as exc:
+            log.warning("run %s: database unreachable, leaving it to be reclaimed: %s",
+                        self.fence.run_id, exc)
+            return Outcome.LEASE_LOST
+
+    def _execute(self) -> Outcome:
+        context = WorkflowContext(self)
+        try:
+            if self.fence.phase == MAIN:
+                output = self.workflow.run(context, self.claim.run.input)
+                self._refuse_unreplayed_steps()
+                value = to_json_value(output, what="the workflow's output")
+                self._persist(lambda: self.store.complete_run(self.fence, value))
+                return Outcome.SUCCEEDED
+            if self.workflow.compensate is not None:
+                self.workflow.compensate(context, self.claim.run.input)
+            self._persist(lambda: self.store.finish_compensation(self.fence, error=None))
+            return Outcome.COMPENSATED
+        except _Parked:
+            return Outcome.PARKED
+        except ReplayDrift as drift:
+            log.error("run %s stopped: %s", self.fence.run_id, drift)
+            self._fail(drift, compensate=False)
+            return Outcome.FAILED
+        except RunCanceled:
+            self._after_cancel()
+            return Outcome.CANCELED
+        except LeaseLost:
+            log.warning("run %s: lease lost, another worker continues it", self.fence.run_id)
+            return Outcome.LEASE_LOST
+        except WorkerStopping:
+            self._persist(lambda: self.store.hand_back(self.fence, None, self._parked_status()))
+            return Outcome.HANDED_BACK
+        except Exception as error:  # a step used up its retries, or the workflow code raised
+            log.warning("run %s failed: %s", self.fence.run_id, error)
+            self._fail(error, compensate=self.claim.compensable)
+            return Outcome.FAILED
+
+    def _fail(self, error: Exception, *, compensate: bool) -> None:
+        details = error_json(error)
+        if self.fence.phase == MAIN:
+            self._persist(lambda: self.store.fail_run(self.fence, details, compensate=compensate))
+        else:
+            self._persist(lambda: self.store.finish_compensation(self.fence, error=details))
+
+    def _after_cancel(self) -> None:
+        log.info("run %s was canceled during execution", self.fence.run_id)
+        if self.claim.compensable:
+            self._persist(
+                lambda: self.store.expedite_compensation(self.fence.run_id, self.fence.worker_id)
+            )
+
+    def _refuse_unreplayed_steps(self) -> None:
+        leftover = sorted(position for position in self.claim.steps if position >= self._position)
+        if leftover:
+            raise ReplayDrift(leftover[0], self.claim.steps[leftover[0]]["name"], None)
+
+    def _parked_status(self) -> str:
+        return RunStatus.PENDING if self.fence.phase == MAIN else self.claim.run.status
+
+    # ------------------------------------------------------------------ steps
+
+    def _next(self, name: str, kind: str) -> tuple[int, str, Row | None]:
+        if not name or "#" in name:
+            raise WorkflowDefinitionError(f"step name {name!r} must be non-empty without '#'")
+        count = self._name_counts.get(name, 0) + 1
+        self._name_counts[name] = count
+        unique = name if count == 1 else f"{name}#{count}"
+        position = self._position
+        self._position += 1
+        recorded = self.claim.steps.get(position)
+        if recorded is not None and (recorded["name"] != unique or recorded["kind"] != kind):
+            raise ReplayDrift(position, recorded["name"], unique)
+        if recorded is None and any(p > position for p in self.claim.steps):
+            raise ReplayDrift(position, None, unique)
+        return position, unique, recorded
+
+    def step(
+        self, name: str, body: Callable[[StepContext], Any], *, retry: RetryPolicy | None,
+        result_type: type[Any] | None,
+    ) -> Any:
+        position, unique, recorded = self._next(name, "step")
+        if recorded is not None and recorded["status"] == "succeeded":
+            return _typed(recorded["result"], result_type)
+        self.interrupts.raise_if_set()
+        attempt_id, attempt = self._persist(
+            lambda: self.store.begin_step(self.fence, position, unique)
+        )
+        self.current_attempt_id = attempt_id
+        context = StepContext(
+            self, step_name=unique, attempt=attempt, attempt_id=attempt_id,
+            progress_interval=self.settings.progress_interval,
+        )
+        try:
+            result = to_json_value(body(context), what=f"the result of step {unique!r}")
+        except StepInterrupted as interruption:
+            self._close_attempt(attempt_id, interruption)
+            raise
+        except Exception as error:
+            self.current_attempt_id = None
+            self._record_failure(position, unique, attempt_id, attempt, error, retry)
+        try:
+            self._persist(lambda: self.store.complete_step(
+                self.fence, position, attempt_id, result, context.step_transaction.statements
+            ))
+        except StepInterrupted as interruption:
+            self._close_attempt(attempt_id, interruption)
+            raise
+        self.current_attempt_id = None
+        return _typed(result, result_type)
+
+    def _record_failure(
+        self, position: int, name: str, attempt_id: int, attempt: int, error: Exception,
+        retry: RetryPolicy | None,
+    ) -> None:
+        policy = retry or DEFAULT_RETRY
+        final = isinstance(error, PermanentError | WorkflowDefinitionError) or not (
+            policy.allows_another(attempt)
+        )
+        retry_in = None if final else policy.delay_after(attempt)
+        log.info("run %s step %s attempt %d failed: %s%s", self.fence.run_id, name, attempt,
+                 error, "" if final else f" (retry in {retry_in})")
+        self._persist(lambda: self.store.fail_step(
+            self.fence, position, attempt_id, error_json(error), retry_in=retry_in,
+            run_status=self._parked_status(),
+        ))
+        if final:
+            raise StepFailed(name, attempt, str(error) or type(error).__name__) from error
+        raise _Parked()
+
+    def _close_attempt(self, attempt_id: int, interruption: StepInterrupted) -> None:
+        self.current_attempt_id = None
+        if isinstance(interruption, WorkerStopping):
+            self._persist(
+                lambda: self.store.hand_back(self.fence, attempt_id, self._parked_status())
+            )
+            raise _Parked() from interruption
+        status = "canceled" if isinstance(interruption, RunCanceled) else "lease_lost"
+        try:
+            self.store.close_attempt(attempt_id, status, error_json(interruption))
+        except StoreUnavailable:
+            log.warning("could not mark attempt %d as %s", attempt_id, status)
+
+    def sleep(self, name: str, duration: timedelta | str) -> None:
+        self._refuse_in_compensation("sleep")
+        delta = parse_duration(duration) if isinstance(duration, str) else duration
+        position, unique, recorded = self._next(name, "sleep")
+        if recorded is not None:
+            if recorded["status"] == "succeeded":
+                return
+            wake_at = recorded["wake_at"]
+            if self.clock.now() >= wake_at:
+                self._persist(
+                    lambda: self.store.finish_parked_step(self.fence, position, "succeeded")
+                )
+                return
+            self._persist(lambda: self.store.park_again(self.fence, RunStatus.SLEEPING, wake_at))
+            raise _Parked()
+        self.interrupts.raise_if_set()
+        wake_at = self.clock.now() + delta
+        parked = self._persist(
+            lambda: self.store.start_sleep(self.fence, position, unique, wake_at)
+        )
+        if parked:
+            raise _Parked()
+
+    def wait_for_signal(
+        self, name: str, signal: str, timeout: timedelta | str | None
+    ) -> ReceivedSignal | None:
+        self._refuse_in_compensation("wait_for_signal")
+        delta = parse_duration(timeout) if isinstance(timeout, str) else timeout
+        position, unique, recorded = self._next(name, "signal")
+        if recorded is not None:
+            if recorded["signal_name"] != signal:
+                raise ReplayDrift(position, f"{recorded['name']} ({recorded['signal_name']})",
+                                  f"{unique} ({signal})")
+            if recorded["status"] == "succeeded":
+                return _received(recorded["result"])
+            if recorded["status"] == "timed_out":
+                return None
+            deadline = recorded["wake_at"]
+            if deadline is not None and self.clock.now() >= deadline:
+                self._persist(
+                    lambda: self.store.finish_parked_step(self.fence, position, "timed_out")
+                )
+                return None
+        else:
+            self.interrupts.raise_if_set()
+            deadline = self.clock.now() + delta if delta is not None else None
+        received = self._persist(
+            lambda: self.store.wait_for_signal(self.fence, position, unique, signal, deadline)
+        )
+        if received is None:
+            raise _Parked()
+        return received
+
+    def _refuse_in_compensation(self, what: str) -> None:
+        if self.fence.phase == COMPENSATION:
+            raise WorkflowDefinitionError(f"compensation cannot {what}; use steps only")
+
+    # ------------------------------------------------------------------ step-body services
+
+    def report_progress(self, attempt_id: int, progress: Any) -> None:
+        try:
+            accepted = self.store.report_progress(self.fence, attempt_id, progress)
+        except StoreUnavailable:
+            return  # progress is best effort; the next report or the heartbeat decides
+        if not accepted:
+            self.interrupts.set(Interrupts.LEASE_LOST)
+            self.interrupts.raise_if_set()
+
+    @contextmanager
+    def fenced_session(self) -> Iterator[Session]:
+        try:
+            with self.store.fenced(self.fence) as session:
+                yield session
+        except RunCanceled:
+            self.interrupts.set(Interrupts.CANCELED)
+            raise
+        except LeaseLost:
+            self.interrupts.set(Interrupts.LEASE_LOST)
+            raise
+
+    def _persist(self, operation: Callable[[], T]) -> T:
+        """Runs a store operation, waiting out database outages.
+
+        Every operation is fenced and idempotent, so retrying after a lost connection is safe.
+        """
+        delay = 0.2
+        while True:
+            try:
+                return operation()
+            except StoreUnavailable as exc:
+                if self.settings.abandon() or self.interrupts.reason == Interrupts.LEASE_LOST:
+                    raise
+                log.warning("run %s: database unavailable (%s); retrying in %.1fs",
+                            self.fence.run_id, exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+def _typed(value: Any, result_type: type[Any] | None) -> Any:
+    if result_type is None:
+        return value
+    validate = getattr(result_type, "model_validate", None)
+    if callable(validate):
+        return validate(value)
+    return result_type(value)
+
+
+def _received(result: dict[str, Any]) -> ReceivedSignal:
+    return ReceivedSignal(result["signal_id"], result["name"], result["data"])

@@ -1,0 +1,134 @@
+"""What the engine needs from a database, and the session that runs named queries.
+
+``Database`` is implemented once per backend (``postgres.py``, ``sqlite.py``); the engine's
+logic (``store.py``) is written once against it.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, Protocol
+
+from umt.engine.store.queries import Query, QuerySet
+
+Row = dict[str, Any]
+
+#: Notification channels: something became due / a run was canceled (payload: its id).
+WORK_CHANNEL = "work"
+CANCEL_CHANNEL = "cancel"
+NotificationHandler = Callable[[str, str], None]
+
+
+class Codec(Protocol):
+    """Converts between Python values and what one driver stores."""
+
+    def encode(self, params: Mapping[str, object]) -> Mapping[str, object]: ...
+
+    def decode(self, row: Mapping[str, Any]) -> Row: ...
+
+
+class RawCursor(Protocol):
+    rowcount: int
+    description: Any
+
+    def fetchall(self) -> Sequence[Any]: ...
+
+
+class RawConnection(Protocol):
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+
+
+class Session:
+    """A connection borrowed for one transaction (or one autocommit statement batch)."""
+
+    def __init__(
+        self, connection: RawConnection, codec: Codec, queries: QuerySet, dialect: str
+    ) -> None:
+        self._connection = connection
+        self._codec = codec
+        self._queries = queries
+        self.dialect = dialect
+        self.rowcount = 0
+
+    def execute(self, query: Query, params: Mapping[str, object] | None = None) -> list[Row]:
+        """Run a named query (from any query set) and return its rows, decoded."""
+        cursor = self._connection.execute(query.sql, self._codec.encode(params or {}))
+        self.rowcount = cursor.rowcount
+        if cursor.description is None:
+            return []
+        return [self._codec.decode(row) for row in cursor.fetchall()]
+
+    def execute_text(self, statement: str) -> None:
+        """Run one statement of a trusted migration file (no parameters)."""
+        self._connection.execute(statement)
+
+    def rows(self, query_name: str, /, **params: object) -> list[Row]:
+        return self.execute(self._queries[query_name], params)
+
+    def row(self, query_name: str, /, **params: object) -> Row | None:
+        found = self.rows(query_name, **params)
+        return found[0] if found else None
+
+    def count(self, query_name: str, /, **params: object) -> int:
+        """Run a statement and return how many rows it changed."""
+        self.rows(query_name, **params)
+        return self.rowcount
+
+
+class Listener(ABC):
+    """Wakes a worker when something may have become due (see the backends for how)."""
+
+    @abstractmethod
+    def start(self, handler: NotificationHandler) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+
+class Database(ABC):
+    dialect: ClassVar[str]
+    #: Whether sessions can wake other processes (LISTEN/NOTIFY).
+    notifies: ClassVar[bool]
+    #: Whether workers on several hosts may share this database.
+    multi_host: ClassVar[bool]
+
+    def __init__(self, queries: QuerySet) -> None:
+        self.queries = queries
+        self._query_sets: dict[str, QuerySet] = {}
+        self._query_sets_lock = threading.Lock()
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Session]:
+        """A read-write transaction; commits on success, rolls back on any exception."""
+
+    @abstractmethod
+    def autocommit(self) -> AbstractContextManager[Session]:
+        """A session whose statements commit one by one (reads, single writes)."""
+
+    @abstractmethod
+    def join(self, connection: Any) -> AbstractContextManager[Session]:
+        """A session on a caller's connection, inside the caller's open transaction."""
+
+    @abstractmethod
+    def listener(self) -> Listener: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the data lives, with any password masked."""
+
+    def query_set(self, package: str) -> QuerySet:
+        """The query file ``sql/<dialect>.sql`` of a package (business queries)."""
+        with self._query_sets_lock:
+            if package not in self._query_sets:
+                self._query_sets[package] = QuerySet.load(package, f"sql/{self.dialect}.sql")
+            return self._query_sets[package]
+
+    def notify(self, session: Session, channel: str, payload: str = "") -> None:
+        if self.notifies:
+            session.rows("notify", channel=channel, payload=payload)

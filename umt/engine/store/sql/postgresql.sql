@@ -1,0 +1,349 @@
+-- The engine's named queries, PostgreSQL dialect. Unqualified names resolve through the
+-- connection's search_path (the engine's schema first). Every query here has a twin with the
+-- same name in sqlite.sql.
+
+-- name: insert_run
+INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
+                  idempotency_key, key_active, compensable, due_at, created_at, updated_at)
+VALUES (%(id)s, %(workflow_name)s, %(workflow_version)s, %(workflow_key)s, 'pending',
+        %(input)s::jsonb, %(idempotency_key)s, %(idempotency_key)s::text IS NOT NULL,
+        %(compensable)s, %(due_at)s, %(now)s, %(now)s)
+ON CONFLICT (workflow_name, idempotency_key) WHERE key_active DO NOTHING
+RETURNING *;
+
+-- name: run_holding_key
+SELECT * FROM runs
+WHERE workflow_name = %(workflow_name)s AND idempotency_key = %(idempotency_key)s AND key_active;
+
+-- name: get_run
+SELECT * FROM runs WHERE id = %(run_id)s::uuid;
+
+-- name: lock_run
+SELECT * FROM runs WHERE id = %(run_id)s::uuid FOR UPDATE;
+
+-- name: list_runs
+SELECT * FROM runs
+WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(workflow)s::text IS NULL OR workflow_name = %(workflow)s::text)
+ORDER BY created_at DESC, id
+LIMIT %(limit)s;
+
+-- name: count_runs_by_status
+SELECT status, count(*) AS runs FROM runs GROUP BY status ORDER BY status;
+
+-- name: steps_of_run
+SELECT s.*,
+       (SELECT count(*) FROM attempts a
+         WHERE a.run_id = s.run_id AND a.phase = s.phase AND a.position = s.position) AS attempts
+FROM steps s
+WHERE s.run_id = %(run_id)s::uuid
+ORDER BY CASE s.phase WHEN 'main' THEN 0 ELSE 1 END, s.position;
+
+-- name: attempts_of_run
+SELECT a.*, s.name AS step_name
+FROM attempts a
+JOIN steps s ON s.run_id = a.run_id AND s.phase = a.phase AND s.position = a.position
+WHERE a.run_id = %(run_id)s::uuid
+ORDER BY a.id;
+
+-- name: cancel_run
+-- A running run's lease is revoked (epoch bumped) so its worker's next write is rejected. If
+-- the workflow compensates, compensation becomes due when the old holder hands the run back,
+-- or at the latest when its lease would have expired.
+UPDATE runs SET
+    status = 'canceled',
+    lease_epoch = lease_epoch + 1,
+    compensation = CASE WHEN compensable THEN 'pending' END,
+    key_active = key_active AND compensable,
+    due_at = CASE
+        WHEN NOT compensable THEN NULL
+        WHEN status = 'running' AND lease_expires_at > %(now)s THEN lease_expires_at
+        ELSE %(now)s END,
+    lease_expires_at = NULL,
+    finished_at = %(now)s,
+    updated_at = %(now)s
+WHERE id = %(run_id)s::uuid
+RETURNING *;
+
+-- name: cancel_open_steps
+UPDATE steps SET status = 'canceled', updated_at = %(now)s, finished_at = %(now)s
+WHERE run_id = %(run_id)s::uuid AND phase = 'main'
+  AND status IN ('running', 'retrying', 'sleeping', 'waiting');
+
+-- name: annotate_run
+UPDATE runs SET detail = %(detail)s, updated_at = %(now)s WHERE id = %(run_id)s::uuid;
+
+-- name: notify
+SELECT pg_notify(%(channel)s, %(payload)s);
+
+-- name: lock_signal_name
+-- Serializes a sender and a run starting to wait on the same name, so that one of them always
+-- sees the other's row.
+SELECT pg_advisory_xact_lock(hashtextextended(%(name)s, 0));
+
+-- name: signal_by_key
+SELECT * FROM signals WHERE idempotency_key = %(idempotency_key)s;
+
+-- name: waiting_steps_for_signal
+SELECT s.run_id, s.phase, s.position
+FROM steps s
+JOIN runs r ON r.id = s.run_id
+WHERE s.signal_name = %(name)s AND s.status = 'waiting' AND r.status = 'waiting'
+  AND (%(target_run_id)s::uuid IS NULL OR r.id = %(target_run_id)s::uuid)
+ORDER BY s.created_at, s.run_id
+FOR UPDATE OF r;
+
+-- name: deliver_to_step
+UPDATE steps SET status = 'succeeded', result = %(result)s::jsonb,
+                 finished_at = %(now)s, updated_at = %(now)s
+WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s
+  AND status = 'waiting';
+
+-- name: wake_run
+UPDATE runs SET status = 'pending', due_at = %(now)s, updated_at = %(now)s
+WHERE id = %(run_id)s::uuid AND status = 'waiting'
+RETURNING workflow_key;
+
+-- name: insert_signal
+INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
+                     created_at, expires_at, delivered_at)
+VALUES (%(id)s, %(name)s, %(target_run_id)s::uuid, %(data)s::jsonb, %(idempotency_key)s,
+        %(status)s, %(delivered_to)s::jsonb, %(now)s, %(expires_at)s, %(delivered_at)s);
+
+-- name: take_kept_signal
+SELECT * FROM signals
+WHERE name = %(name)s AND status = 'kept' AND expires_at > %(now)s
+  AND (target_run_id IS NULL OR target_run_id = %(run_id)s::uuid)
+ORDER BY created_at, id
+LIMIT 1
+FOR UPDATE SKIP LOCKED;
+
+-- name: consume_signal
+UPDATE signals SET status = 'consumed', delivered_to = %(delivered_to)s::jsonb,
+                   delivered_at = %(now)s
+WHERE id = %(signal_id)s::uuid;
+
+-- name: runs_waiting_on_prefix
+SELECT s.run_id, s.signal_name, s.wake_at, r.workflow_name, r.detail
+FROM steps s
+JOIN runs r ON r.id = s.run_id
+WHERE s.status = 'waiting' AND r.status = 'waiting'
+  AND left(s.signal_name, length(%(prefix)s)) = %(prefix)s
+ORDER BY s.created_at;
+
+-- name: insert_worker
+INSERT INTO workers (id, host_key, hostname, pid, process_start, workflows, started_at,
+                     heartbeat_at)
+VALUES (%(id)s, %(host_key)s, %(hostname)s, %(pid)s, %(process_start)s, %(workflows)s::jsonb,
+        %(now)s, %(now)s);
+
+-- name: touch_worker
+UPDATE workers SET heartbeat_at = %(now)s WHERE id = %(worker_id)s::uuid;
+
+-- name: stop_worker
+UPDATE workers SET stopped_at = %(now)s WHERE id = %(worker_id)s::uuid AND stopped_at IS NULL;
+
+-- name: live_workers_on_host
+SELECT id, pid, process_start FROM workers
+WHERE host_key = %(host_key)s AND stopped_at IS NULL AND id <> %(worker_id)s::uuid;
+
+-- name: mark_workers_dead
+UPDATE workers SET stopped_at = %(now)s
+WHERE id = ANY(%(worker_ids)s::uuid[]) AND stopped_at IS NULL;
+
+-- name: expire_leases_of_workers
+UPDATE runs SET due_at = %(now)s, lease_expires_at = %(now)s, updated_at = %(now)s
+WHERE lease_owner = ANY(%(worker_ids)s::uuid[]) AND due_at > %(now)s
+RETURNING id;
+
+-- name: claim_runs
+WITH due AS (
+    SELECT id FROM runs
+    WHERE workflow_key = ANY(%(workflow_keys)s::text[]) AND due_at <= %(now)s
+    ORDER BY due_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE runs r SET
+    lease_epoch = r.lease_epoch + 1,
+    lease_owner = %(worker_id)s::uuid,
+    lease_expires_at = %(lease_expires_at)s,
+    due_at = %(lease_expires_at)s,
+    status = CASE WHEN r.status IN ('canceled', 'failed') THEN r.status ELSE 'running' END,
+    compensation = CASE WHEN r.status IN ('canceled', 'failed') THEN 'running'
+                        ELSE r.compensation END,
+    started_at = COALESCE(r.started_at, %(now)s),
+    updated_at = %(now)s
+FROM due
+WHERE r.id = due.id
+RETURNING r.*;
+
+-- name: explain_claim_candidates
+EXPLAIN SELECT id FROM runs
+WHERE workflow_key = ANY(%(workflow_keys)s::text[]) AND due_at <= %(now)s
+ORDER BY due_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: reset_running_steps
+UPDATE steps SET status = 'pending', updated_at = %(now)s
+WHERE run_id = ANY(%(run_ids)s::uuid[]) AND status = 'running';
+
+-- name: interrupt_running_attempts
+UPDATE attempts SET status = 'interrupted', finished_at = %(now)s
+WHERE run_id = ANY(%(run_ids)s::uuid[]) AND status = 'running';
+
+-- name: steps_of_runs
+SELECT * FROM steps WHERE run_id = ANY(%(run_ids)s::uuid[]) ORDER BY run_id, phase, position;
+
+-- name: next_due
+-- One index probe per workflow key, so the cost does not grow with the number of sleeping runs.
+SELECT min(d.due_at) AS next_due
+FROM unnest(%(workflow_keys)s::text[]) AS k(workflow_key)
+CROSS JOIN LATERAL (
+    SELECT due_at FROM runs
+    WHERE workflow_key = k.workflow_key AND due_at IS NOT NULL
+    ORDER BY due_at
+    LIMIT 1
+) AS d;
+
+-- name: extend_leases
+UPDATE runs r SET lease_expires_at = %(lease_expires_at)s, due_at = %(lease_expires_at)s,
+                  updated_at = %(now)s
+FROM unnest(%(run_ids)s::uuid[], %(epochs)s::bigint[]) AS held(run_id, epoch)
+WHERE r.id = held.run_id AND r.lease_epoch = held.epoch AND r.lease_owner = %(worker_id)s::uuid
+RETURNING r.id;
+
+-- name: lease_states
+SELECT id, status, lease_owner, lease_epoch FROM runs WHERE id = ANY(%(run_ids)s::uuid[]);
+
+-- name: lock_run_for_fence
+SELECT status, lease_owner, lease_epoch FROM runs WHERE id = %(run_id)s::uuid FOR NO KEY UPDATE;
+
+-- name: get_step
+SELECT * FROM steps
+WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s;
+
+-- name: insert_step
+INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_name, wake_at,
+                   created_at, updated_at, finished_at)
+VALUES (%(run_id)s::uuid, %(phase)s, %(position)s, %(name)s, %(kind)s, %(status)s,
+        %(result)s::jsonb, %(signal_name)s, %(wake_at)s, %(now)s, %(now)s, %(finished_at)s);
+
+-- name: set_step_status
+UPDATE steps SET status = %(status)s, updated_at = %(now)s, finished_at = %(finished_at)s
+WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s;
+
+-- name: succeed_step
+UPDATE steps SET status = 'succeeded', result = %(result)s::jsonb, updated_at = %(now)s,
+                 finished_at = %(now)s
+WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s;
+
+-- name: count_step_failure
+UPDATE steps SET failures = failures + 1, status = %(status)s, error = %(error)s::jsonb,
+                 updated_at = %(now)s, finished_at = %(finished_at)s
+WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s
+RETURNING failures;
+
+-- name: insert_attempt
+INSERT INTO attempts (run_id, phase, position, attempt, status, worker_id, lease_epoch,
+                      started_at)
+VALUES (%(run_id)s::uuid, %(phase)s, %(position)s, %(attempt)s, 'running', %(worker_id)s::uuid,
+        %(lease_epoch)s, %(now)s)
+RETURNING id;
+
+-- name: finish_attempt
+UPDATE attempts SET status = %(status)s, finished_at = %(now)s, error = %(error)s::jsonb
+WHERE id = %(attempt_id)s AND status = 'running';
+
+-- name: report_progress
+-- Fenced in one statement: progress of an execution that lost its run is not recorded.
+UPDATE attempts SET progress = %(progress)s::jsonb, progress_at = %(now)s
+WHERE id = %(attempt_id)s AND status = 'running'
+  AND EXISTS (SELECT 1 FROM runs
+              WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
+                AND lease_epoch = %(lease_epoch)s);
+
+-- name: release_run
+UPDATE runs SET status = %(status)s, due_at = %(due_at)s, lease_owner = NULL,
+                lease_expires_at = NULL, updated_at = %(now)s,
+                compensation = CASE WHEN compensation = 'running' THEN 'pending'
+                                    ELSE compensation END
+WHERE id = %(run_id)s::uuid
+RETURNING workflow_key;
+
+-- name: complete_run
+UPDATE runs SET status = 'succeeded', output = %(output)s::jsonb, error = NULL, detail = NULL,
+                due_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                finished_at = %(now)s, updated_at = %(now)s
+WHERE id = %(run_id)s::uuid;
+
+-- name: fail_run
+UPDATE runs SET status = 'failed', error = %(error)s::jsonb,
+                compensation = CASE WHEN %(compensate)s THEN 'pending' END,
+                key_active = key_active AND %(compensate)s,
+                due_at = CASE WHEN %(compensate)s THEN %(now)s::timestamptz END,
+                lease_owner = NULL, lease_expires_at = NULL,
+                finished_at = %(now)s, updated_at = %(now)s
+WHERE id = %(run_id)s::uuid
+RETURNING workflow_key;
+
+-- name: finish_compensation
+UPDATE runs SET compensation = %(compensation)s, key_active = false, due_at = NULL,
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s,
+                error = COALESCE(%(error)s::jsonb, error)
+WHERE id = %(run_id)s::uuid;
+
+-- name: expedite_compensation
+UPDATE runs SET due_at = %(now)s, updated_at = %(now)s
+WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
+  AND compensation = 'pending' AND due_at > %(now)s
+RETURNING workflow_key;
+
+-- name: delete_finished_runs
+DELETE FROM runs
+WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < %(cutoff)s
+  AND (compensation IS NULL OR compensation IN ('succeeded', 'failed'));
+
+-- name: delete_old_signals
+DELETE FROM signals
+WHERE (status = 'kept' AND expires_at < %(now)s) OR (status <> 'kept' AND created_at < %(cutoff)s);
+
+-- name: delete_stopped_workers
+DELETE FROM workers WHERE stopped_at < %(cutoff)s;
+
+-- name: migrations_table_present
+SELECT to_regclass('schema_migrations') IS NOT NULL AS present;
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    component text NOT NULL,
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamptz NOT NULL,
+    PRIMARY KEY (component, version)
+);
+
+-- name: applied_migrations
+SELECT component, version, name, checksum FROM schema_migrations ORDER BY component, version;
+
+-- name: record_migration
+INSERT INTO schema_migrations (component, version, name, checksum, applied_at)
+VALUES (%(component)s, %(version)s, %(name)s, %(checksum)s, %(now)s);
+
+-- name: lock_migrations
+SELECT pg_advisory_lock(hashtextextended(%(lock_name)s, 0));
+
+-- name: unlock_migrations
+SELECT pg_advisory_unlock(hashtextextended(%(lock_name)s, 0));
+
+-- name: list_tables
+SELECT table_schema, table_name FROM information_schema.tables
+WHERE table_schema = ANY(%(schemas)s::text[]) AND table_type = 'BASE TABLE'
+ORDER BY table_schema, table_name;
+
+-- name: list_columns
+SELECT table_name, column_name FROM information_schema.columns
+WHERE table_schema = ANY(%(schemas)s::text[])
+ORDER BY table_name, ordinal_position;

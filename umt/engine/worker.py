@@ -1,0 +1,372 @@
+"""A worker: claims due runs of the workflows it registers and executes them on threads.
+
+Threads: the caller's thread claims; up to ``concurrency`` executor threads run claimed runs;
+one heartbeat thread extends the leases of the runs held (only while it holds some); one
+listener thread turns database notifications into wake-ups. Parked runs (sleeping, waiting,
+backing off) hold no thread, no connection and no slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from umt.engine.clock import SYSTEM_CLOCK, Clock
+from umt.engine.context import Interrupts
+from umt.engine.errors import StoreUnavailable, UnknownWorkflow
+from umt.engine.execution import ExecutionSettings, Outcome, RunExecution
+from umt.engine.hostinfo import ProcessIdentity, current_process, process_alive
+from umt.engine.models import MAIN, RunStatus
+from umt.engine.store.database import CANCEL_CHANNEL
+from umt.engine.store.store import Claim, Store, WorkerRecord
+from umt.engine.workflow import Registry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    concurrency: int = 4
+    #: How long a claim stays valid without a heartbeat. Other hosts wait this long before
+    #: taking over the runs of a worker that vanished; this host knows at once.
+    lease: timedelta = timedelta(seconds=30)
+    #: Fallback poll when no notification arrives (PostgreSQL); due timers wake it earlier.
+    poll_interval: timedelta = timedelta(seconds=5)
+    #: On stop: how long in-flight steps may run before they are told to hand back.
+    grace_period: timedelta = timedelta(seconds=10)
+    progress_interval: timedelta = timedelta(seconds=1)
+    #: How often the list of other workers on this host is re-read from the database.
+    sibling_refresh: timedelta = timedelta(seconds=60)
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if self.lease <= timedelta(0):
+            raise ValueError("lease must be positive")
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.lease.total_seconds() / 3
+
+
+@dataclass
+class DrainReport:
+    executed: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        return self.outcomes.get(Outcome.FAILED.value, 0)
+
+
+class Worker:
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        options: WorkerOptions | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        identity: ProcessIdentity | None = None,
+    ) -> None:
+        if not registry.keys():
+            raise ValueError("a worker needs at least one workflow")
+        self.store = store
+        self.registry = registry
+        self.options = options or WorkerOptions()
+        self.clock = clock
+        self.id = str(uuid.uuid4())
+        self.identity = identity or current_process()
+        self._executions: dict[str, RunExecution] = {}
+        self._futures: dict[str, Future[Outcome]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._verify_leases = threading.Event()
+        self._stop_heartbeat = threading.Event()
+        self._abandon = threading.Event()
+        self._siblings: list[WorkerRecord] = []
+        self._siblings_read_at = 0.0
+        self._report = DrainReport()
+        self._pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="umt-run")
+
+    # ------------------------------------------------------------------ public
+
+    def run(self, stop: threading.Event) -> None:
+        """Works until ``stop`` is set, then drains (see ``WorkerOptions.grace_period``)."""
+        self._serve(stop, until_idle=False)
+
+    def drain(self) -> DrainReport:
+        """Executes runs until none is due and none is in flight (``umt resume``)."""
+        self._serve(threading.Event(), until_idle=True)
+        return self._report
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._executions)
+
+    # ------------------------------------------------------------------ main loop
+
+    def _serve(self, stop: threading.Event, *, until_idle: bool) -> None:
+        self._call_until_reachable(self._register, stop)
+        listener = self.store.database.listener()
+        listener.start(self._on_notification)
+        heartbeat = threading.Thread(target=self._heartbeat_loop, name="umt-heartbeat",
+                                     daemon=True)
+        heartbeat.start()
+        stop_waiter = threading.Thread(target=self._forward_stop, args=(stop,), daemon=True)
+        stop_waiter.start()
+        try:
+            self._claim_loop(stop, until_idle)
+        finally:
+            self._shut_down()
+            self._stop_heartbeat.set()
+            heartbeat.join(timeout=5)
+            listener.stop()
+            try:
+                self.store.stop_worker(self.id)
+            except StoreUnavailable:
+                log.warning("could not record that worker %s stopped", self.id)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _forward_stop(self, stop: threading.Event) -> None:
+        stop.wait()
+        self._wake.set()
+
+    def _claim_loop(self, stop: threading.Event, until_idle: bool) -> None:
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                self._reap_dead_siblings()
+                claimed = self._claim_free_slots()
+                backoff = 0.5
+            except StoreUnavailable as exc:
+                log.warning("database unavailable (%s); retrying in %.1fs", exc, backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            if until_idle and not claimed and self.in_flight == 0:
+                return
+            if claimed and self.in_flight < self.options.concurrency:
+                continue  # there may be more due right now
+            self._wake.wait(self._idle_timeout(claimed))
+            self._wake.clear()
+
+    def _idle_timeout(self, claimed: int) -> float:
+        poll = self.options.poll_interval.total_seconds()
+        if claimed or self.in_flight >= self.options.concurrency:
+            return poll  # a finishing run wakes us
+        try:
+            next_due = self.store.next_due(self.registry.keys())
+        except StoreUnavailable:
+            return min(poll, 1.0)
+        if next_due is None:
+            return poll
+        until = (next_due - self.clock.now()).total_seconds()
+        return max(0.0, min(poll, until))
+
+    def _claim_free_slots(self) -> int:
+        free = self.options.concurrency - self.in_flight
+        if free <= 0:
+            return 0
+        claims = self.store.claim(
+            self.id, self.registry.keys(), limit=free, lease=self.options.lease
+        )
+        for claim in claims:
+            self._start(claim)
+        return len(claims)
+
+    def _start(self, claim: Claim) -> None:
+        definition = self.registry.get(claim.run.workflow, claim.run.version)
+        if definition is None:  # only registered keys are claimed
+            raise UnknownWorkflow(claim.run.workflow, claim.run.version)
+        execution = RunExecution(
+            self.store, claim, definition, self.clock,
+            ExecutionSettings(
+                progress_interval=self.options.progress_interval.total_seconds(),
+                abandon=self._abandon.is_set,
+            ),
+        )
+        with self._lock:
+            self._executions[claim.run.id] = execution
+            self._futures[claim.run.id] = self._pool.submit(self._execute, execution)
+
+    def _execute(self, execution: RunExecution) -> Outcome:
+        run_id = execution.fence.run_id
+        outcome = Outcome.LEASE_LOST
+        try:
+            outcome = execution.execute()
+            return outcome
+        except BaseException:
+            log.exception("run %s: unexpected error in the worker", run_id)
+            raise
+        finally:
+            with self._lock:
+                self._executions.pop(run_id, None)
+                self._futures.pop(run_id, None)
+                self._report.executed += 1
+                self._report.outcomes[outcome.value] = (
+                    self._report.outcomes.get(outcome.value, 0) + 1
+                )
+            self._wake.set()
+
+    # ------------------------------------------------------------------ notifications
+
+    def _on_notification(self, channel: str, payload: str) -> None:
+        if channel == CANCEL_CHANNEL:
+            with self._lock:
+                held = payload in self._executions
+            if held:
+                self._verify_leases.set()
+            return
+        if channel == "changed":  # SQLite: some other connection committed
+            with self._lock:
+                holding = bool(self._executions)
+            if holding:
+                self._verify_leases.set()
+        self._wake.set()
+
+    # ------------------------------------------------------------------ leases
+
+    def _heartbeat_loop(self) -> None:
+        interval = self.options.heartbeat_interval
+        next_beat = time.monotonic() + interval
+        next_touch = time.monotonic() + 30.0
+        while not self._stop_heartbeat.is_set():
+            timeout = max(0.0, next_beat - time.monotonic())
+            verify_only = self._verify_leases.wait(timeout)
+            if self._stop_heartbeat.is_set():
+                return
+            self._verify_leases.clear()
+            try:
+                if verify_only:
+                    self._check_leases()
+                    time.sleep(0.05)  # coalesce bursts of notifications
+                    continue
+                self._extend_leases()
+                if time.monotonic() >= next_touch:
+                    self.store.touch_worker(self.id)
+                    next_touch = time.monotonic() + 30.0
+            except StoreUnavailable as exc:
+                log.warning("heartbeat: database unavailable (%s)", exc)
+            next_beat = time.monotonic() + interval
+
+    def _held(self) -> dict[str, RunExecution]:
+        with self._lock:
+            return dict(self._executions)
+
+    def _extend_leases(self) -> None:
+        held = self._held()
+        if not held:
+            return
+        kept = self.store.extend_leases(
+            self.id, {run_id: e.fence.epoch for run_id, e in held.items()}, self.options.lease
+        )
+        lost = [run_id for run_id in held if run_id not in kept]
+        if lost:
+            self._interrupt_lost({run_id: held[run_id] for run_id in lost})
+
+    def _check_leases(self) -> None:
+        held = self._held()
+        states = self.store.lease_states(list(held))
+        lost = {
+            run_id: execution
+            for run_id, execution in held.items()
+            if (state := states.get(run_id)) is None
+            or state.owner != self.id
+            or state.epoch != execution.fence.epoch
+        }
+        if lost:
+            self._interrupt_lost(lost)
+
+    def _interrupt_lost(self, lost: dict[str, RunExecution]) -> None:
+        states = self.store.lease_states(list(lost))
+        for run_id, execution in lost.items():
+            state = states.get(run_id)
+            canceled = (
+                state is not None and state.status == RunStatus.CANCELED
+                and execution.fence.phase == MAIN
+            )
+            reason = Interrupts.CANCELED if canceled else Interrupts.LEASE_LOST
+            log.info("run %s: %s", run_id, "canceled" if canceled else "lease lost")
+            execution.interrupts.set(reason)
+
+    # ------------------------------------------------------------------ same-host takeover
+
+    def _reap_dead_siblings(self) -> None:
+        now = time.monotonic()
+        if now - self._siblings_read_at >= self.options.sibling_refresh.total_seconds():
+            self._siblings = self.store.live_workers_on_host(self.id, self.identity.host_key)
+            self._siblings_read_at = now
+        dead = [w for w in self._siblings if not process_alive(w.pid, w.process_start)]
+        if not dead:
+            return
+        reclaimed = self.store.reclaim_from_dead_workers([w.id for w in dead])
+        self._siblings = [w for w in self._siblings if w not in dead]
+        log.info("workers %s on this host are gone; reclaimed runs %s",
+                 ", ".join(w.id for w in dead), ", ".join(reclaimed) or "none")
+
+    def _register(self) -> None:
+        self.store.register_worker(
+            self.id, host_key=self.identity.host_key, hostname=self.identity.hostname,
+            pid=self.identity.pid, process_start=self.identity.process_start,
+            workflows=self.registry.keys(),
+        )
+
+    def _call_until_reachable(self, operation: Callable[[], None], stop: threading.Event) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                operation()
+                return
+            except StoreUnavailable as exc:
+                if stop.is_set():
+                    raise
+                log.warning("database unavailable (%s); retrying in %.1fs", exc, backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    # ------------------------------------------------------------------ shutdown
+
+    def _shut_down(self) -> None:
+        grace_deadline = time.monotonic() + self.options.grace_period.total_seconds()
+        self._wait_for_executions(grace_deadline)
+        remaining = self._held()
+        if not remaining:
+            return
+        log.info("handing back %d run(s) still in flight", len(remaining))
+        for execution in remaining.values():
+            execution.interrupts.set(Interrupts.STOPPING)
+        self._wait_for_executions(time.monotonic() + 5.0)
+        self._abandon.set()
+        for run_id, execution in self._held().items():
+            # The step body ignores check(): release the lease from here; the body's later
+            # writes are rejected by the fence because the run no longer names this worker.
+            try:
+                self.store.hand_back(
+                    execution.fence, execution.current_attempt_id, _parked_status(execution)
+                )
+                log.warning("run %s: step did not stop; lease handed back anyway", run_id)
+            except Exception as exc:
+                log.warning("run %s: could not hand back: %s", run_id, exc)
+
+    def _wait_for_executions(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._executions:
+                    return
+            self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+            self._wake.clear()
+
+
+def _parked_status(execution: RunExecution) -> str:
+    return RunStatus.PENDING if execution.fence.phase == MAIN else execution.claim.run.status
