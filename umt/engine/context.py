@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from umt.engine.errors import LeaseLost, RunCanceled, WorkerStopping
@@ -113,6 +113,16 @@ class StepContext:
     def query_set(self, package: str) -> QuerySet:
         """A package's ``sql/<dialect>.sql`` queries for this database."""
         return self._execution.store.database.query_set(package)
+
+    def now(self) -> datetime:
+        """The engine's clock."""
+        return self._execution.clock.now()
+
+    @contextmanager
+    def reader(self) -> Iterator[Session]:
+        """An unfenced session for reads (e.g. the ledger of earlier attempts)."""
+        with self._execution.store.database.autocommit() as session:
+            yield session
 
     def check(self) -> None:
         """Raises ``RunCanceled``, ``LeaseLost`` or ``WorkerStopping`` when the body must stop.
