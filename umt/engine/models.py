@@ -160,6 +160,8 @@ class ReceivedSignal:
 @dataclass(frozen=True)
 class WaitingRun:
     run_id: str
+    #: Position of the waiting step in the run (distinguishes repeated waits).
+    position: int
     workflow: str
     signal_name: str
     deadline: datetime | None

@@ -280,8 +280,8 @@ class Store:
         with self.database.autocommit() as session:
             rows = session.rows("runs_waiting_on_prefix", prefix=prefix)
         return [
-            WaitingRun(row["run_id"], row["workflow_name"], row["signal_name"], row["wake_at"],
-                       row["detail"])
+            WaitingRun(row["run_id"], row["position"], row["workflow_name"], row["signal_name"],
+                       row["wake_at"], row["detail"])
             for row in rows
         ]
 

@@ -124,7 +124,7 @@ UPDATE signals SET status = 'consumed', delivered_to = %(delivered_to)s::jsonb,
 WHERE id = %(signal_id)s::uuid;
 
 -- name: runs_waiting_on_prefix
-SELECT s.run_id, s.signal_name, s.wake_at, r.workflow_name, r.detail
+SELECT s.run_id, s.position, s.signal_name, s.wake_at, r.workflow_name, r.detail
 FROM steps s
 JOIN runs r ON r.id = s.run_id
 WHERE s.status = 'waiting' AND r.status = 'waiting'
