@@ -1,0 +1,126 @@
+"""The composition root: turns settings into an engine, a qBittorrent client and workflows.
+
+Everything that needs more than one layer (the CLI, the finish hook, the demo, the spikes)
+builds its objects here, so the layers themselves stay ignorant of each other.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from umt.config import Settings
+
+if TYPE_CHECKING:
+    from umt.engine import Engine, Registry, WorkerOptions, Workflow
+    from umt.media.qbittorrent import QbtClient
+    from umt.media.request import AcquireRequest
+    from umt.media.sources import TorrentSource
+
+
+class App:
+    def __init__(self, settings: Settings, *, pool_size: int | None = None) -> None:
+        self.settings = settings
+        self._pool_size = pool_size or settings.engine.concurrency + 3
+        self._engine: Engine | None = None
+
+    # ------------------------------------------------------------------ database
+
+    @property
+    def schemas(self) -> tuple[str, str]:
+        from umt.records import business_schema
+
+        engine_schema = self.settings.engine.db_schema
+        return engine_schema, business_schema(engine_schema)
+
+    def engine(self, *, migrate_embedded: bool = True, check_schema: bool = True) -> Engine:
+        """The engine on the configured database.
+
+        The embedded SQLite database is created and migrated on first use; PostgreSQL is only
+        migrated by ``umt db migrate`` and refused until then.
+        """
+        if self._engine is not None:
+            return self._engine
+        from umt.engine import Engine, open_database
+        from umt.records import RECORDS_MIGRATIONS
+
+        database = open_database(
+            self.settings.database_url(), schemas=self.schemas, pool_size=self._pool_size,
+            sqlite_poll_interval=self.settings.engine.sqlite_poll_interval.total_seconds(),
+        )
+        engine = Engine(database, signal_ttl=self.settings.engine.signal_ttl,
+                        migration_sets=[RECORDS_MIGRATIONS])
+        try:
+            if migrate_embedded and database.dialect == "sqlite":
+                engine.migrate()
+            elif check_schema:
+                engine.require_schema()
+        except BaseException:
+            engine.close()
+            raise
+        self._engine = engine
+        return engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    # ------------------------------------------------------------------ qBittorrent
+
+    def qbittorrent(self) -> QbtClient:
+        from umt.media.qbittorrent import QbtClient
+
+        section = self.settings.qbittorrent
+        password = section.password.get_secret_value() if section.password else ""
+        return QbtClient(section.url, section.username, password,
+                         timeout=section.timeout.total_seconds())
+
+    # ------------------------------------------------------------------ workflows
+
+    @cached_property
+    def acquire_workflow(self) -> Workflow:
+        from umt.media.acquire import build_acquire_workflow
+        from umt.media.services import AcquireServices, LazyServices
+
+        return build_acquire_workflow(LazyServices(lambda: AcquireServices(self.qbittorrent())))
+
+    def registry(self) -> Registry:
+        from umt.engine import Registry
+
+        return Registry([self.acquire_workflow])
+
+    def worker_options(self, concurrency: int | None = None) -> WorkerOptions:
+        from umt.engine import WorkerOptions
+
+        engine = self.settings.engine
+        return WorkerOptions(
+            concurrency=concurrency or engine.concurrency, lease=engine.lease,
+            poll_interval=engine.poll_interval,
+        )
+
+    def acquire_request(
+        self, source: TorrentSource, *, title: str | None = None,
+        retention: timedelta | None = None,
+    ) -> AcquireRequest:
+        from umt.media.request import AcquireRequest
+
+        library = self.settings.library
+        return AcquireRequest(
+            source=source.to_json(),
+            info_hash=source.info_hash,
+            title=title or source.name or source.info_hash,
+            retention_seconds=(
+                retention if retention is not None else self.settings.acquire.retention
+            ).total_seconds(),
+            download_timeout_seconds=self.settings.acquire.download_timeout.total_seconds(),
+            category=self.settings.qbittorrent.category,
+            save_path=self.settings.qbittorrent.download_dir,
+            library_dir=str(Path(library.dir)),
+            import_mode=library.import_mode,
+            naming_template=library.naming_template,
+            all_files=library.all_files,
+            verify=library.verify,
+        )

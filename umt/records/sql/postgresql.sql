@@ -1,0 +1,30 @@
+-- Queries of the ledger and the catalog, PostgreSQL dialect (twins in sqlite.sql).
+
+-- name: insert_ledger_entry
+INSERT INTO ledger (run_id, step, attempt, worker_id, lease_epoch, operation, phase, detail,
+                    recorded_at)
+VALUES (%(run_id)s::uuid, %(step)s, %(attempt)s, %(worker_id)s::uuid, %(lease_epoch)s,
+        %(operation)s, %(phase)s, %(detail)s::jsonb, %(recorded_at)s);
+
+-- name: ledger_entries_of_run
+SELECT * FROM ledger WHERE run_id = %(run_id)s::uuid ORDER BY id;
+
+-- name: ledger_entries_of_operation
+SELECT * FROM ledger
+WHERE run_id = %(run_id)s::uuid AND operation = %(operation)s
+ORDER BY id;
+
+-- name: insert_catalog_item
+INSERT INTO catalog (run_id, title, info_hash, library_paths, size, content_hash,
+                     import_method, imported_at)
+VALUES (%(run_id)s::uuid, %(title)s, %(info_hash)s, %(library_paths)s::jsonb, %(size)s,
+        %(content_hash)s, %(import_method)s, %(imported_at)s);
+
+-- name: catalog_item_of_run
+SELECT * FROM catalog WHERE run_id = %(run_id)s::uuid;
+
+-- name: catalog_items
+SELECT * FROM catalog ORDER BY imported_at DESC, id DESC LIMIT %(limit)s;
+
+-- name: catalog_items_of_info_hash
+SELECT * FROM catalog WHERE info_hash = %(info_hash)s ORDER BY id;

@@ -1,0 +1,30 @@
+-- Queries of the ledger and the catalog, SQLite dialect (twins in postgresql.sql).
+
+-- name: insert_ledger_entry
+INSERT INTO ledger (run_id, step, attempt, worker_id, lease_epoch, operation, phase, detail,
+                    recorded_at)
+VALUES (:run_id, :step, :attempt, :worker_id, :lease_epoch,
+        :operation, :phase, :detail, :recorded_at);
+
+-- name: ledger_entries_of_run
+SELECT * FROM ledger WHERE run_id = :run_id ORDER BY id;
+
+-- name: ledger_entries_of_operation
+SELECT * FROM ledger
+WHERE run_id = :run_id AND operation = :operation
+ORDER BY id;
+
+-- name: insert_catalog_item
+INSERT INTO catalog (run_id, title, info_hash, library_paths, size, content_hash,
+                     import_method, imported_at)
+VALUES (:run_id, :title, :info_hash, :library_paths, :size,
+        :content_hash, :import_method, :imported_at);
+
+-- name: catalog_item_of_run
+SELECT * FROM catalog WHERE run_id = :run_id;
+
+-- name: catalog_items
+SELECT * FROM catalog ORDER BY imported_at DESC, id DESC LIMIT :limit;
+
+-- name: catalog_items_of_info_hash
+SELECT * FROM catalog WHERE info_hash = :info_hash ORDER BY id;
