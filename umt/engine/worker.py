@@ -103,7 +103,11 @@ class Worker:
 
     def drain(self) -> DrainReport:
         """Executes runs until none is due and none is in flight (``umt resume``)."""
-        self._serve(threading.Event(), until_idle=True)
+        done = threading.Event()
+        try:
+            self._serve(done, until_idle=True)
+        finally:
+            done.set()  # releases the thread that waits for a stop request
         return self._report
 
     def wake(self) -> None:
@@ -123,13 +127,15 @@ class Worker:
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="umt-heartbeat",
                                      daemon=True)
         heartbeat.start()
-        stop_waiter = threading.Thread(target=self._forward_stop, args=(stop,), daemon=True)
+        stop_waiter = threading.Thread(target=self._forward_stop, args=(stop,),
+                                       name="umt-stop-waiter", daemon=True)
         stop_waiter.start()
         try:
             self._claim_loop(stop, until_idle)
         finally:
             self._shut_down()
             self._stop_heartbeat.set()
+            self._verify_leases.set()  # the heartbeat sleeps on this event; wake it to exit
             heartbeat.join(timeout=5)
             listener.stop()
             try:
