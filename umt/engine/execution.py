@@ -150,7 +150,10 @@ class RunExecution:
         position = self._position
         self._position += 1
         recorded = self.claim.steps.get(position)
-        if recorded is not None and (recorded["name"] != unique or recorded["kind"] != kind):
+        if recorded is not None and recorded["kind"] != kind:
+            raise ReplayDrift(position, f"{recorded['name']} ({recorded['kind']})",
+                              f"{unique} ({kind})")
+        if recorded is not None and recorded["name"] != unique:
             raise ReplayDrift(position, recorded["name"], unique)
         if recorded is None and any(p > position for p in self.claim.steps):
             raise ReplayDrift(position, None, unique)
