@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from umt.config import Settings
 
 if TYPE_CHECKING:
-    from umt.engine import Engine, Registry, WorkerOptions, Workflow
+    from umt.engine import Engine, Registry, StartResult, WorkerOptions, Workflow
     from umt.media.qbittorrent import QbtClient
     from umt.media.request import AcquireRequest
     from umt.media.sources import TorrentSource
@@ -99,6 +99,18 @@ class App:
         return WorkerOptions(
             concurrency=concurrency or engine.concurrency, lease=engine.lease,
             poll_interval=engine.poll_interval,
+        )
+
+    def start_acquire(
+        self, source: TorrentSource, *, title: str | None = None,
+        retention: timedelta | None = None, idempotency_key: str | None = None,
+    ) -> StartResult:
+        """Starts (or finds) the acquisition of ``source``. Without a key, the info-hash is the
+        key: the same torrent started twice is one run."""
+        request = self.acquire_request(source, title=title, retention=retention)
+        return self.engine().start(
+            self.acquire_workflow, request.model_dump(mode="json"),
+            idempotency_key=idempotency_key or source.info_hash,
         )
 
     def acquire_request(
