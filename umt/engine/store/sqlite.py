@@ -215,12 +215,16 @@ class DataVersionListener(Listener):
 
     def _loop(self, handler: NotificationHandler, read_version: Callable[[], int]) -> None:
         last: int | None = None
-        while not self._stop.wait(self._database.poll_interval):
+        while True:
+            version: int | None
             try:
                 version = read_version()
             except StoreUnavailable:
-                continue
+                version = last
             if version != last:
-                if last is not None:
-                    handler("changed", "")
+                # Also on the first reading: what was committed before it (since the worker
+                # started) is not seen as a change later, so wake the worker to look now.
+                handler("changed", "")
                 last = version
+            if self._stop.wait(self._database.poll_interval):
+                return
