@@ -1,0 +1,1 @@
+"""Benchmarks of umt against OpenWorkflow (peer-bench). Never run by the test command."""

@@ -1,0 +1,184 @@
+"""umt's peer-bench driver: the JSON-lines client protocol of peer-bench's harness.
+
+    python -m bench.umt_driver          (with the repository root on PYTHONPATH)
+
+Prints ``{"ready":true}``, then answers one JSON request per stdin line with one JSON line on
+stdout (stdout carries nothing else). Engine work (submits, signals) goes through umt's public
+API; the measurement queries are in ``sql/driver.sql`` and carry ``/*bench-driver*/``.
+
+Environment: ``BENCH_DB_URL`` (required); ``UMT_BENCH_KEEP_WORKFLOW`` (optional, a workflow
+name whose runs ``reset`` keeps: scale runs keep their parked background runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from bench.umt_workflows import WORKFLOWS, now_ms
+from umt.engine import Engine, open_database
+from umt.engine.store.queries import QuerySet
+
+QUERIES = QuerySet.load("bench", "sql/driver.sql")
+FINAL = {"succeeded": "completed", "failed": "failed", "canceled": "canceled"}
+
+
+class Driver:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = Engine(open_database(url, pool_size=2))
+        self.engine.migrate()
+        # The measurement connection: separate from the engine's pool, autocommit.
+        self.conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+        self.keep = os.environ.get("UMT_BENCH_KEEP_WORKFLOW") or None
+        self.closing = False
+
+    def sql(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        cursor = self.conn.execute(QUERIES[name].sql, params)
+        return cursor.fetchall() if cursor.description else []
+
+    # ------------------------------------------------------------------ ops
+
+    def op_hello(self, _req: dict[str, Any]) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        return {
+            "engine": "umt",
+            "version": version("umt"),
+            "backend": "postgres",
+            "python": sys.version.split()[0],
+            "psycopg": psycopg.__version__,
+        }
+
+    def op_reset(self, _req: dict[str, Any]) -> dict[str, Any]:
+        if self.keep:
+            self.sql("reset_runs_keeping", keep=self.keep)
+            self.sql("reset_signals")
+        else:
+            self.sql("reset_runs")
+        self.sql("reset_workers")
+        return {}
+
+    def op_submit_batch(self, req: dict[str, Any]) -> dict[str, Any]:
+        workflow = WORKFLOWS.get(req["workflow"])
+        if workflow is None:
+            raise ValueError(f"unknown workflow {req['workflow']}")
+        default_input = req.get("input") or {}
+        inputs = req.get("inputs") or [default_input] * int(req.get("count", 0))
+        prefix = req.get("idempotencyKeyPrefix")
+        start = self.engine.start
+        for i in range(int(req.get("warmup") or 0)):
+            start(workflow, default_input,
+                  idempotency_key=f"{prefix}-warm-{i}" if prefix else None)
+        run_ids: list[str] = []
+        latencies: list[float] = []
+        t0 = now_ms()
+        for i, input_value in enumerate(inputs):
+            key = f"{prefix}-{i}" if prefix else None
+            began = time.perf_counter()
+            result = start(workflow, input_value, idempotency_key=key)
+            latencies.append((time.perf_counter() - began) * 1000)
+            run_ids.append(result.run.id)
+        t1 = now_ms()
+        return {"runIds": run_ids, "t0": t0, "t1": t1, "latenciesMs": latencies}
+
+    def op_signal(self, req: dict[str, Any]) -> dict[str, Any]:
+        t_send = now_ms()
+        began = time.perf_counter()
+        result = self.engine.signal(req["name"], req.get("data"))
+        return {
+            "tSend": t_send,
+            "ms": (time.perf_counter() - began) * 1000,
+            "delivered": len(result.delivered_to),
+        }
+
+    def op_wait_completed(self, req: dict[str, Any]) -> dict[str, Any]:
+        ids = req["ids"]
+        deadline = time.monotonic() + req.get("timeoutMs", 600_000) / 1000
+        poll = req.get("pollMs", 50) / 1000
+        while True:
+            rows = self.sql("runs_state", ids=ids)
+            if len(rows) == len(ids) and all(row["status"] in FINAL for row in rows):
+                return {"runs": [_run_json(row) for row in rows]}
+            if time.monotonic() > deadline:
+                pending = sum(row["status"] not in FINAL for row in rows)
+                raise TimeoutError(f"wait_completed timeout: {pending} not terminal")
+            time.sleep(poll)
+
+    def op_wait_parked(self, req: dict[str, Any]) -> dict[str, Any]:
+        ids = req["ids"]
+        began = time.monotonic()
+        deadline = began + req.get("timeoutMs", 600_000) / 1000
+        poll = req.get("pollMs", 100) / 1000
+        while True:
+            parked = self.sql("count_parked", ids=ids)[0]["parked"]
+            if parked == len(ids):
+                return {"parked": parked, "ms": round((time.monotonic() - began) * 1000)}
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"wait_parked timeout: {parked}/{len(ids)}")
+            time.sleep(poll)
+
+    def op_stats(self, _req: dict[str, Any]) -> dict[str, Any]:
+        return self.sql("stats")[0]
+
+    def op_close(self, _req: dict[str, Any]) -> dict[str, Any]:
+        self.closing = True
+        return {}
+
+    def close(self) -> None:
+        self.conn.close()
+        self.engine.close()
+
+
+def _run_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "status": FINAL.get(row["status"], row["status"]),
+        "createdMs": row["created_ms"],
+        "finishedMs": row["finished_ms"],
+        "output": row["output"],
+    }
+
+
+def _reply(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> int:
+    driver = Driver(os.environ["BENCH_DB_URL"])
+    _reply({"ready": True})
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            handler: Callable[[dict[str, Any]], dict[str, Any]] | None = getattr(
+                driver, f"op_{request.get('op')}", None
+            )
+            try:
+                if handler is None:
+                    raise ValueError(f"unknown op {request.get('op')}")
+                _reply({"id": request.get("id"), "ok": True, "result": handler(request)})
+            except Exception:
+                _reply({"id": request.get("id"), "ok": False, "error": traceback.format_exc()})
+            if driver.closing:
+                break
+    finally:
+        driver.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
