@@ -151,6 +151,9 @@ class Worker:
     def _claim_loop(self, stop: threading.Event, until_idle: bool) -> None:
         backoff = 0.5
         while not stop.is_set():
+            # Read before claiming: an execution that ends while the claim query runs may have
+            # made more work due (compensation, a hand-back) after the query looked.
+            in_flight_before = self.in_flight
             try:
                 self._reap_dead_siblings()
                 claimed = self._claim_free_slots()
@@ -160,7 +163,7 @@ class Worker:
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
                 continue
-            if until_idle and not claimed and self.in_flight == 0:
+            if until_idle and not claimed and in_flight_before == 0:
                 return
             if claimed and self.in_flight < self.options.concurrency:
                 continue  # there may be more due right now
