@@ -290,6 +290,13 @@ class RunExecution:
         except StoreUnavailable:
             return  # progress is best effort; the next report or the heartbeat decides
         if not accepted:
+            # Rejected: the run was canceled or taken over. The fence check tells which (and
+            # raises RunCanceled or LeaseLost accordingly).
+            try:
+                with self.fenced_session():
+                    pass
+            except StoreUnavailable:
+                pass
             self.interrupts.set(Interrupts.LEASE_LOST)
             self.interrupts.raise_if_set()
 
