@@ -156,13 +156,15 @@ def _migrate_postgres(database: Any, sets: list[MigrationSet], clock: Clock) -> 
         session = Session(connection, _CODEC, database.queries, database.dialect)
         session.rows("lock_migrations", lock_name=_LOCK_NAME)
         try:
+            _set_search_path(connection, database.schemas)
+            # Refuses a schema from a newer umt before anything is created.
+            pending = _pending(session, sets, database.dialect)
             for schema in database.schemas:
                 connection.execute(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
                 )
-            _set_search_path(connection, database.schemas)
             session.rows("create_migrations_table")
-            for migration_set, migration in _pending(session, sets, database.dialect):
+            for migration_set, migration in pending:
                 with connection.transaction():
                     target = database.schemas[migration_set.schema_index]
                     _set_search_path(connection, (target, *database.schemas), local=True)
