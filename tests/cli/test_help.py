@@ -1,0 +1,91 @@
+"""Every command documents itself with an example; help loads no heavy module."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from tests.cli.conftest import Cli
+from umt.cli.main import app
+
+# (pydantic is not listed: typer itself imports it to convert parameters)
+HEAVY = ("psycopg", "psycopg_pool", "qbittorrentapi", "requests", "torf", "umt.engine",
+         "umt.media", "umt.records", "umt.config", "umt.app")
+
+
+def _command_paths() -> list[tuple[str, ...]]:
+    root = typer.main.get_command(app)
+    paths: list[tuple[str, ...]] = [()]
+
+    def walk(command: object, prefix: tuple[str, ...]) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            paths.append((*prefix, name))
+            walk(sub, (*prefix, name))
+
+    walk(root, ())
+    return paths
+
+
+COMMANDS = _command_paths()
+
+
+def test_every_command_is_listed() -> None:
+    names = {" ".join(path) for path in COMMANDS}
+    assert {"start-acquire", "signal", "cancel", "worker", "resume", "tables", "runs", "status",
+            "show", "catalog", "doctor", "db migrate", "db status", "db gc",
+            "qbittorrent install-hook", "qbittorrent show-hook",
+            "hook download-done"} <= names
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) or "umt" for p in COMMANDS])
+def test_help_has_an_example(cli: Cli, path: tuple[str, ...]) -> None:
+    result = cli.ok(*path, "--help")
+    examples = [line.strip() for line in result.stdout.splitlines()
+                if line.strip().startswith("Example: umt")]
+    assert examples, result.stdout
+    assert not cli.db_path.exists()
+
+
+def test_root_help_documents_the_exit_codes(cli: Cli) -> None:
+    text = " ".join(cli.ok("--help").stdout.split())
+    assert "Exit codes: 0 success; 1 the operation failed" in text
+    assert "2 invalid input or usage" in text
+
+
+_PROBE = """
+import json, sys
+sys.argv = ["umt", *sys.argv[1:]]
+from umt.cli.main import main
+try:
+    main()
+except SystemExit as exit:
+    code = exit.code
+heavy = sorted({name for name in sys.modules for prefix in HEAVY
+                if name == prefix or name.startswith(prefix + ".")})
+sys.stderr.write(json.dumps({"code": code, "heavy": heavy}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["start-acquire", "--help"], ["db", "--help"],
+                                  ["--version"]])
+def test_help_loads_no_heavy_module(args: list[str]) -> None:
+    probe = f"HEAVY = {HEAVY!r}\n{_PROBE}"
+    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report == {"code": 0, "heavy": []}, done.stderr
+
+
+def test_importtime_of_help_names_no_heavy_module() -> None:
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "umt.cli.main", "--help"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "umt.cli.application" in imported
+    assert not {name for name in imported for prefix in HEAVY
+                if name == prefix or name.startswith(prefix + ".")}

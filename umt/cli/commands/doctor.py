@@ -1,0 +1,250 @@
+"""umt doctor: check the setup, each failure with its fix."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from umt.cli.application import Application, get_app
+from umt.cli.errors import EXIT_FAILED
+from umt.cli.params import JsonOption
+
+if TYPE_CHECKING:
+    from umt.config import Settings
+    from umt.media.qbittorrent import QbtClient
+
+Verdict = Literal["ok", "warn", "fail", "skip"]
+_STYLES = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+@dataclass
+class Check:
+    name: str
+    verdict: Verdict
+    detail: str
+    fix: str | None = None
+
+
+def doctor(ctx: typer.Context, json_output: JsonOption = False) -> None:
+    """Check the setup: the config file, the database (reachable, migrated), qBittorrent
+    (reachable, credentials accepted), the finish hook (installed, pointing at this umt), the
+    library folder (writable) and hardlinks between the download and library folders.
+
+    Prints every check with the fix for each failure; exit 1 if any check fails. Writes
+    nothing except a temporary file in each folder it tests.
+
+    Example: umt doctor --json
+    """
+    app = get_app(ctx, json_output=json_output)
+    app.print_load_warnings = False
+    checks = run_checks(app)
+    failed = [check for check in checks if check.verdict == "fail"]
+    if app.json:
+        app.print_json({
+            "ok": not failed,
+            "checks": [{"name": c.name, "status": c.verdict, "detail": c.detail, "fix": c.fix}
+                       for c in checks],
+        })
+    else:
+        _print(app, checks)
+    if failed:
+        app.abort(f"{len(failed)} check(s) failed: " + ", ".join(c.name for c in failed),
+                  EXIT_FAILED)
+
+
+def run_checks(app: Application) -> list[Check]:
+    from umt.config import ConfigError, env_warnings, permission_warnings
+
+    try:
+        settings = app.settings
+    except ConfigError as exc:
+        return [Check("config", "fail", str(exc),
+                      "fix the file (see config.example.toml) or the UMT_* variable it names")]
+    checks = [_config_check(settings, [*permission_warnings(settings), *env_warnings()])]
+    checks.append(_database_check(app))
+    qbt, qbt_check = _qbittorrent_check(app)
+    checks.append(qbt_check)
+    checks.append(_hook_check(app, qbt))
+    checks.append(_library_check(settings))
+    checks.append(_hardlink_check(settings, qbt))
+    return checks
+
+
+def _config_check(settings: Settings, warnings: list[str]) -> Check:
+    where = (f"{settings.config_file}" if settings.config_file
+             else "no config file (defaults and UMT_* variables)")
+    if warnings:
+        return Check("config", "warn", f"{where}; " + "; ".join(warnings),
+                     "see the warnings: chmod 600 the file, fix misspelt variables")
+    return Check("config", "ok", f"loaded {where}")
+
+
+def _database_check(app: Application) -> Check:
+    from umt.engine import EngineError
+
+    settings = app.settings
+    target = settings.database_target()
+    if target.kind == "sqlite" and target.sqlite_path and not target.sqlite_path.exists():
+        return Check("database", "ok",
+                     f"{target.sqlite_path} does not exist yet; it is created on first use")
+    try:
+        engine = app.app.engine(migrate_embedded=False, check_schema=False)
+        states = engine.schema_state()
+    except EngineError as exc:
+        return Check("database", "fail", str(exc),
+                     "check database.url / UMT_DATABASE_URL and that the server is running")
+    behind = [s for s in states if s.applied < s.known]
+    ahead = [s for s in states if s.applied > s.known]
+    where = settings.database_url_for_display()
+    if ahead:
+        return Check("database", "fail", f"{where}: schema is newer than this umt",
+                     "upgrade umt")
+    if behind:
+        verdict: Verdict = "warn" if target.kind == "sqlite" else "fail"
+        return Check("database", verdict, f"{where}: schema needs migrating",
+                     "run 'umt db migrate'")
+    return Check("database", "ok", f"{where}: reachable, schema current")
+
+
+def _qbittorrent_check(app: Application) -> tuple[QbtClient | None, Check]:
+    from umt.media.qbittorrent import QbtAdapterError, QbtAuthFailed, QbtClient, QbtUnavailable
+
+    section = app.settings.qbittorrent
+    url = section.url
+    # One try: doctor reports an unreachable qBittorrent itself, at once.
+    qbt = QbtClient(url, section.username, section.password or "",
+                    timeout=section.timeout.total_seconds(), attempts=1)
+    try:
+        version = qbt.version()
+    except QbtAuthFailed as exc:
+        return None, Check("qbittorrent", "fail", str(exc),
+                           "set qbittorrent.username and qbittorrent.password "
+                           "(or UMT_QBITTORRENT_PASSWORD) to the Web UI's credentials")
+    except QbtUnavailable as exc:
+        return None, Check("qbittorrent", "fail", str(exc),
+                           f"start qBittorrent with its Web UI enabled at {url}, "
+                           "or set qbittorrent.url")
+    except QbtAdapterError as exc:
+        return None, Check("qbittorrent", "fail", str(exc), "check qBittorrent's log")
+    return qbt, Check("qbittorrent", "ok", f"{url}: qBittorrent {version}, login accepted")
+
+
+def _hook_check(app: Application, qbt: QbtClient | None) -> Check:
+    from umt.cli.hookprogram import plan_hook
+    from umt.media.qbittorrent import QbtAdapterError
+
+    if qbt is None:
+        return Check("finish hook", "skip", "qBittorrent is not reachable")
+    plan = plan_hook(app.settings)
+    try:
+        current = qbt.finish_hook()
+    except QbtAdapterError as exc:
+        return Check("finish hook", "fail", str(exc), "check qBittorrent")
+    if plan.problems:
+        return Check("finish hook", "fail", "; ".join(plan.problems),
+                     "fix the configuration, then run 'umt qbittorrent install-hook'")
+    if current != plan.program:
+        shown = current or "no finish program"
+        return Check("finish hook", "fail", f"qBittorrent runs: {shown}",
+                     "run 'umt qbittorrent install-hook' (until then 'umt resume' from cron "
+                     "notices finished downloads)")
+    return Check("finish hook", "ok", plan.program)
+
+
+def _library_check(settings: Settings) -> Check:
+    library = settings.library.dir
+    existing = _nearest_existing(library)
+    if existing is None or not existing.is_dir():
+        return Check("library", "fail", f"{library}: no existing parent folder",
+                     "set library.dir (UMT_LIBRARY_DIR) to a folder on the library disk")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".umt-doctor-"):
+            pass
+    except OSError as exc:
+        return Check("library", "fail", f"cannot write in {existing}: {exc.strerror or exc}",
+                     f"give this user write access to {existing} (or set library.dir)")
+    note = "" if existing == library else f" (does not exist yet; {existing} is writable)"
+    return Check("library", "ok", f"{library} is writable{note}")
+
+
+def _hardlink_check(settings: Settings, qbt: QbtClient | None) -> Check:
+    mode = settings.library.import_mode
+    if mode == "copy":
+        return Check("hardlinks", "skip", "library.import_mode is copy")
+    download_dir = _download_dir(settings, qbt)
+    if download_dir is None:
+        return Check("hardlinks", "skip", "qBittorrent's download folder is unknown "
+                     "(set qbittorrent.download_dir)")
+    library = _nearest_existing(settings.library.dir)
+    if not download_dir.is_dir() or library is None:
+        return Check("hardlinks", "warn" if mode == "auto" else "fail",
+                     f"{download_dir} is not visible from here",
+                     "run umt on the machine (or in the container) that sees qBittorrent's "
+                     "downloads under the same path")
+    problem = _try_hardlink(download_dir, library)
+    if problem is None:
+        return Check("hardlinks", "ok", f"{download_dir} -> {library}: hardlinks work")
+    if mode == "auto":
+        return Check("hardlinks", "warn", f"{problem}: imports will be copied (reflink if "
+                     "possible), which takes time and space",
+                     "put the download and library folders on one filesystem")
+    return Check("hardlinks", "fail", problem,
+                 "put the download and library folders on one filesystem, or set "
+                 "library.import_mode = \"auto\"")
+
+
+def _download_dir(settings: Settings, qbt: QbtClient | None) -> Path | None:
+    if settings.qbittorrent.download_dir:
+        return Path(settings.qbittorrent.download_dir)
+    if qbt is None:
+        return None
+    from umt.media.qbittorrent import QbtAdapterError
+
+    try:
+        save_path = qbt.preferences().get("save_path")
+    except QbtAdapterError:
+        return None
+    return Path(save_path) if save_path else None
+
+
+def _try_hardlink(source_dir: Path, target_dir: Path) -> str | None:
+    try:
+        with tempfile.NamedTemporaryFile(dir=source_dir, prefix=".umt-doctor-") as source:
+            link = target_dir / (Path(source.name).name + ".link")
+            try:
+                os.link(source.name, link)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    link.unlink()
+    except OSError as exc:
+        return f"cannot hardlink from {source_dir} to {target_dir}: {exc.strerror or exc}"
+    return None
+
+
+def _nearest_existing(path: Path) -> Path | None:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _print(app: Application, checks: list[Check]) -> None:
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for check in checks:
+        detail = Text(check.detail)
+        if check.fix and check.verdict in ("fail", "warn"):
+            detail.append(f"\nfix: {check.fix}", style="bold")
+        table.add_row(Text(check.verdict.upper(), style=_STYLES[check.verdict]), check.name,
+                      detail)
+    app.out.print(table)

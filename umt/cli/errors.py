@@ -1,0 +1,140 @@
+"""Exit codes and the one function that turns an exception into an exit code and a message.
+
+    0  success
+    1  the operation failed or conflicts (database or qBittorrent unreachable, idempotency
+       conflict, run already finished, run failed under --wait, ...)
+    2  invalid input or usage (bad source, malformed JSON, duration or signal name, unknown
+       run id, bad configuration); nothing was changed
+
+Error classes are matched only if their module is already imported: an exception cannot be an
+instance of a class that was never loaded, and ``umt --help`` must stay free of heavy imports.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Iterable
+from typing import IO
+
+import typer
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 the operation failed or conflicts (database or qBittorrent "
+    "unreachable, idempotency conflict, run already finished, run failed under --wait); "
+    "2 invalid input or usage (bad source, malformed JSON, duration or signal name, unknown "
+    "run id, bad configuration) - a bad input changes nothing."
+)
+
+#: (module, class name) of errors that mean "the input is wrong": exit 2.
+_USAGE_ERRORS = (
+    ("umt.config", "ConfigError"),
+    ("umt.media.sources", "InvalidSource"),
+    ("umt.engine.durations", "InvalidDuration"),
+    ("umt.engine.errors", "InvalidSignalName"),
+    ("umt.engine.errors", "UnknownRun"),
+)
+
+#: Errors of an operation that could not be done: exit 1.
+_FAILURES = (
+    ("umt.engine.errors", "EngineError"),
+    ("umt.media.qbittorrent", "QbtAdapterError"),
+)
+
+_secrets: set[str] = set()
+
+
+class CliError(Exception):
+    """Ends a command with ``message`` on stderr and exit ``code`` (see ``Application.abort``)."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def add_secret(value: str | None) -> None:
+    """A value (password, database URL) that must never appear in an error message."""
+    if value and len(value) >= 4:
+        _secrets.add(value)
+
+
+def redact(text: str, secrets: Iterable[str] | None = None) -> str:
+    for secret in sorted(_secrets if secrets is None else set(secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _loaded(module: str, name: str) -> type[BaseException] | None:
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
+def _is(exc: BaseException, classes: Iterable[tuple[str, str]]) -> bool:
+    return any(
+        (cls := _loaded(module, name)) is not None and isinstance(exc, cls)
+        for module, name in classes
+    )
+
+
+def _is_click_error(exc: BaseException) -> bool:
+    # typer vendors Click: its exceptions are recognised by their shape, not their module
+    return hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)
+
+
+def _usage_message(exc: BaseException) -> str:
+    message: str = exc.format_message()  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is None:
+        return message
+    return f"{message} (see '{ctx.command_path} --help')"
+
+
+def classify(exc: BaseException) -> tuple[int, str | None]:
+    """The exit code for ``exc`` and the one-line message to show (None: show nothing)."""
+    if isinstance(exc, typer.Exit):
+        return exc.exit_code, None
+    if isinstance(exc, SystemExit):
+        status = exc.code
+        return (status if isinstance(status, int) else EXIT_FAILED if status else EXIT_OK), None
+    if isinstance(exc, CliError):
+        return exc.code, exc.message
+    if isinstance(exc, KeyboardInterrupt | typer.Abort):
+        return EXIT_INTERRUPTED, "interrupted"
+    if _is_click_error(exc):
+        code: int = exc.exit_code  # type: ignore[attr-defined]
+        message: str = exc.format_message()  # type: ignore[attr-defined]
+        return code, _usage_message(exc) if code == EXIT_USAGE else message
+    if _is(exc, _USAGE_ERRORS):
+        return EXIT_USAGE, str(exc)
+    if _is(exc, _FAILURES):
+        return EXIT_FAILED, str(exc)
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return EXIT_FAILED, f"{exc.strerror or exc}{where}"
+    detail = str(exc) or "no details"
+    return EXIT_FAILED, (
+        f"unexpected {type(exc).__name__}: {detail} (set UMT_DEBUG=1 to see where it happened)"
+    )
+
+
+def handle(exc: BaseException, stderr: IO[str] | None = None) -> int:
+    """Report ``exc`` on one line of stderr (a traceback too with UMT_DEBUG=1); its exit code."""
+    stream = stderr or sys.stderr
+    if type(exc).__name__ == "NoArgsIsHelpError":  # bare "umt": the help, as a usage error
+        stream.write(exc.format_message() + "\n")  # type: ignore[attr-defined]
+        return EXIT_USAGE
+    code, message = classify(exc)
+    if os.environ.get("UMT_DEBUG") == "1" and message is not None:
+        stream.write(redact("".join(traceback.format_exception(exc))))
+    if message is not None:
+        line = " ".join(redact(message).split())
+        stream.write(f"umt: error: {line}\n")
+        stream.flush()
+    return code
