@@ -70,6 +70,8 @@ BAD_INPUTS = [
         setup="run"),
     Bad("unknown run id for --run", ("signal", "greeting", "--run", UNKNOWN_RUN), 2,
         f"no run with id {UNKNOWN_RUN}", setup="run"),
+    Bad("unknown run id for --run, no database", ("signal", "greeting", "--run", UNKNOWN_RUN),
+        2, f"no run with id {UNKNOWN_RUN}"),
     Bad("malformed info-hash from the hook", ("hook", "download-done", "1234"), 2,
         "'1234' is not a v1 info-hash"),
     Bad("unknown status", ("runs", "--status", "done"), 2, "--status: unknown status 'done'"),

@@ -321,3 +321,12 @@ def test_doctor_reports_a_missing_config_file_as_a_failed_check(cli: Cli) -> Non
     [check] = json.loads(result.stdout)["checks"]
     assert check["name"] == "config" and check["status"] == "fail"
     assert result.stderr == "umt: error: 1 check(s) failed: config\n"
+
+
+def test_umt_debug_adds_the_traceback(cli: Cli) -> None:
+    quiet = cli.invoke("status", RUN_ID)
+    assert "Traceback" not in quiet.stderr
+    loud = cli.invoke("status", RUN_ID, env={"UMT_DEBUG": "1"})
+    assert loud.exit_code == 2
+    assert loud.stderr.startswith("Traceback (most recent call last):")
+    assert loud.stderr.endswith(f"umt: error: no run with id {RUN_ID}\n")

@@ -53,7 +53,7 @@ class Application:
             password = settings.qbittorrent.password
             add_secret(password.get_secret_value() if password else None)
             if self.print_load_warnings:
-                for warning in [*permission_warnings(settings), *env_warnings()]:
+                for warning in [*permission_warnings(settings), *env_warnings(cli_environment())]:
                     self.warn(warning)
             self._settings = settings
         return self._settings
@@ -104,6 +104,15 @@ class Application:
 
     def usage_error(self, message: str) -> NoReturn:
         raise CliError(message, EXIT_USAGE)
+
+
+#: Variables read by the command line itself rather than by the settings.
+CLI_ENV_VARS = frozenset({"UMT_DEBUG"})
+
+
+def cli_environment() -> dict[str, str]:
+    """The environment without the command line's own variables (for ``env_warnings``)."""
+    return {name: value for name, value in os.environ.items() if name not in CLI_ENV_VARS}
 
 
 def _url_password(url: str) -> str | None:

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from umt.cli.application import Application, get_app
+from umt.cli.application import Application, cli_environment, get_app
 from umt.cli.errors import EXIT_FAILED
 from umt.cli.params import JsonOption
 
@@ -68,7 +68,8 @@ def run_checks(app: Application) -> list[Check]:
     except ConfigError as exc:
         return [Check("config", "fail", str(exc),
                       "fix the file (see config.example.toml) or the UMT_* variable it names")]
-    checks = [_config_check(settings, [*permission_warnings(settings), *env_warnings()])]
+    warnings = [*permission_warnings(settings), *env_warnings(cli_environment())]
+    checks = [_config_check(settings, warnings)]
     checks.append(_database_check(app))
     qbt, qbt_check = _qbittorrent_check(app)
     checks.append(qbt_check)

@@ -47,7 +47,12 @@ def signal(
     if idempotency_key == "":
         app.abort("--idempotency-key must not be empty", EXIT_USAGE)
 
-    result = app.engine().signal(name, value, run_id=run_id, idempotency_key=idempotency_key)
+    engine = app.engine() if run_id is None else app.existing_engine()
+    if engine is None:  # a targeted signal needs its run: no database, no run
+        from umt.engine import UnknownRun
+
+        raise UnknownRun(str(run_id))
+    result = engine.signal(name, value, run_id=run_id, idempotency_key=idempotency_key)
     if app.json:
         app.print_json({
             "signal": result.name, "delivered_to": list(result.delivered_to), "kept": result.kept,
