@@ -1,0 +1,1 @@
+"""A business component's migrations, as umt's records package would ship them (tests)."""
