@@ -41,8 +41,10 @@ class WorkerOptions:
     #: On stop: how long in-flight steps may run before they are told to hand back.
     grace_period: timedelta = timedelta(seconds=10)
     progress_interval: timedelta = timedelta(seconds=1)
-    #: How often the list of other workers on this host is re-read from the database.
-    sibling_refresh: timedelta = timedelta(seconds=60)
+    #: How often the list of other workers on this host is re-read from the database. A
+    #: sibling that registered after the last reading and died is only noticed after the next
+    #: one, so this bounds how late a same-host takeover can be (one indexed query each time).
+    sibling_refresh: timedelta = timedelta(seconds=5)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
