@@ -38,3 +38,20 @@ FROM generate_series(1, %(count)s) AS g;
 
 -- name: analyze_runs
 ANALYZE runs;
+
+-- name: create_executions
+-- Every start of a step body, written outside any fence: how often a body really ran.
+CREATE TABLE IF NOT EXISTS executions (
+    id bigserial PRIMARY KEY,
+    run_id text NOT NULL,
+    step text NOT NULL,
+    lease_epoch bigint NOT NULL,
+    worker_pid integer NOT NULL
+);
+
+-- name: insert_execution
+INSERT INTO executions (run_id, step, lease_epoch, worker_pid)
+VALUES (%(run_id)s, %(step)s, %(lease_epoch)s, %(worker_pid)s);
+
+-- name: executions
+SELECT run_id, step, lease_epoch, worker_pid FROM executions ORDER BY id;

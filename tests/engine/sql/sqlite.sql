@@ -39,3 +39,20 @@ FROM g;
 
 -- name: analyze_runs
 ANALYZE;
+
+-- name: create_executions
+-- Every start of a step body, written outside any fence: how often a body really ran.
+CREATE TABLE IF NOT EXISTS executions (
+    id integer PRIMARY KEY AUTOINCREMENT,
+    run_id text NOT NULL,
+    step text NOT NULL,
+    lease_epoch integer NOT NULL,
+    worker_pid integer NOT NULL
+);
+
+-- name: insert_execution
+INSERT INTO executions (run_id, step, lease_epoch, worker_pid)
+VALUES (:run_id, :step, :lease_epoch, :worker_pid);
+
+-- name: executions
+SELECT run_id, step, lease_epoch, worker_pid FROM executions ORDER BY id;
