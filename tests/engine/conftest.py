@@ -150,7 +150,7 @@ def run_worker(engine: Engine) -> Iterator[Callable[..., WorkerThread]]:
 
 
 def wait_until(
-    condition: Callable[[], T], timeout: float = 20.0, interval: float = 0.05,
+    condition: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.05,
     message: str = "condition",
 ) -> T:
     """Polls ``condition`` until it returns something truthy; fails after ``timeout`` seconds."""

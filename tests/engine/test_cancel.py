@@ -195,7 +195,11 @@ def test_a_run_that_fails_for_good_is_compensated_once(
         raise PermanentError("disk full")
 
     def run(ctx: WorkflowContext, _: Any) -> None:
-        ctx.step("submit", lambda step: effects.record(step) or "torrent-9")
+        def submit(step: StepContext) -> str:
+            effects.record(step)
+            return "torrent-9"
+
+        ctx.step("submit", submit)
         ctx.step("copy", broken, retry=NO_RETRY)
 
     def compensate(ctx: WorkflowContext, _: Any) -> None:

@@ -8,6 +8,7 @@ result). Every process is killed when its test ends.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.engine.conftest import Effects, wait_until
+from tests.engine.conftest import Effects, wait_for_status, wait_until
 from tests.engine.procs.workflows import STEPS, definition
 from tests.support.postgres import PostgresCluster
 from umt.engine import Engine, Run, RunStatus, StoreUnavailable, open_database
@@ -81,15 +82,11 @@ class Workers:
     def kill_all(self) -> None:
         for process in self.started:
             if process.alive():
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     process.send(signal.SIGCONT)
                     process.send(signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                pass
             tail = "\n".join(process.log_text().splitlines()[-30:])
             print(f"--- {process.log.name} (pid {process.pid}) ---\n{tail}")
 
@@ -338,8 +335,7 @@ def test_workers_claim_only_their_versions_and_stop_a_run_whose_code_drifted(
     second = engine.start(v2).run
     orphan = engine.start(v3).run
     for run in (first, second):
-        wait_until(lambda run=run: engine.get(run.id).status == RunStatus.WAITING,
-                   message=f"run {run.id} waiting")
+        wait_for_status(engine, run.id, RunStatus.WAITING)
     assert {a.step_name for a in engine.attempts(first.id)} == {"submit"}
 
     old.send(signal.SIGTERM)

@@ -82,7 +82,7 @@ def _use_as_nobody(path: Path) -> list[tuple[str, str]]:
         output = pipe.read()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, output
-    return [tuple(outcome) for outcome in json.loads(output)]  # type: ignore[misc]
+    return [(name, message) for name, message in json.loads(output)]
 
 
 @pytest.fixture
