@@ -41,6 +41,7 @@ from umt.engine.models import (
     WaitingRun,
 )
 from umt.engine.store.database import CANCEL_CHANNEL, WORK_CHANNEL, Database, Row, Session
+from umt.engine.store.driver_errors import UniqueViolation
 from umt.engine.store.queries import Query
 
 MAX_SIGNAL_NAME = 300
@@ -237,6 +238,17 @@ class Store:
         validate_signal_name(name)
         if run_id is not None and not valid_run_id(run_id):
             raise UnknownRun(run_id)
+        try:
+            return self._send_signal(name, data, run_id, idempotency_key, ttl)
+        except UniqueViolation:
+            # A sender of another name (which holds another name lock) used the same key
+            # meanwhile and everything here was rolled back; decide again, seeing its signal.
+            return self._send_signal(name, data, run_id, idempotency_key, ttl)
+
+    def _send_signal(
+        self, name: str, data: Any, run_id: str | None, idempotency_key: str | None,
+        ttl: timedelta | None,
+    ) -> SignalResult:
         data_json = canonical_json(data)
         now = self.clock.now()
         with self.database.transaction() as session:
