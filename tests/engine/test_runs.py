@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -279,3 +280,27 @@ def test_sqlite_refuses_to_join_a_callers_transaction(engine: Engine) -> None:
         pytest.skip("SQLite behaviour")
     with pytest.raises(NotImplementedError, match="PostgreSQL only"), engine.joined(object()):
         pass
+
+
+def test_concurrent_starts_with_one_key_create_one_run(engine: Engine) -> None:
+    barrier = threading.Barrier(8)
+    results: list[Any] = []
+
+    def start() -> None:
+        barrier.wait()
+        try:
+            results.append(engine.start(ECHO, {"same": True}, idempotency_key="race"))
+        except BaseException as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert len(results) == 8
+    assert sum(r.created for r in results) == 1
+    assert len({r.run.id for r in results}) == 1
+    assert len(engine.list_runs()) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -262,3 +263,75 @@ def test_an_idle_worker_is_woken_by_a_signal_not_by_its_poll(engine: Engine) -> 
         assert done.output["data"] == "wake up"
     finally:
         worker.stop()
+
+
+def test_signals_racing_with_running_workers_are_never_lost(
+    engine: Engine, run_worker: Any
+) -> None:
+    """Each run does a step, then waits for its own signal; the signals are sent while the
+    runs are being executed, so some arrive before the wait, some during, some after."""
+    def run(ctx: Any, n: int) -> Any:
+        ctx.step("work", lambda step: n)
+        received = ctx.wait_for_signal("wait", f"race-{n}")
+        return None if received is None else received.data
+
+    workflow = Workflow("racer", "1", run)
+    run_worker([workflow])
+    run_worker([workflow])
+    runs = [engine.start(workflow, n).run for n in range(30)]
+    outcomes = [engine.signal(f"race-{n}", n * 10) for n in range(30)]
+
+    for n, started in enumerate(runs):
+        done = wait_for_status(engine, started.id, RunStatus.SUCCEEDED, timeout=30)
+        assert done.output == n * 10
+    # each signal was either delivered to its run or kept and consumed by it
+    for n, outcome in enumerate(outcomes):
+        assert outcome.kept or outcome.delivered_to == (runs[n].id,)
+
+
+def test_concurrent_sends_with_one_key_deliver_once(engine: Engine) -> None:
+    waiting = [_waiting(engine) for _ in range(2)]
+    barrier = threading.Barrier(6)
+    results: list[Any] = []
+
+    def send() -> None:
+        barrier.wait()
+        try:
+            results.append(engine.signal("ping", "hook", idempotency_key="done:abc"))
+        except BaseException as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=send) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert sum(not r.duplicate for r in results) == 1
+    assert len({r.signal_id for r in results}) == 1
+    assert {tuple(sorted(r.delivered_to)) for r in results} == {tuple(sorted(waiting))}
+
+
+def test_concurrent_sends_of_different_signals_with_one_key_conflict(engine: Engine) -> None:
+    """Senders of different names do not wait for each other; the key still decides."""
+    results: list[Any] = []
+
+    def send(barrier: threading.Barrier, name: str, key: str) -> None:
+        barrier.wait()
+        try:
+            results.append(engine.signal(name, "x", idempotency_key=key))
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            results.append(exc)
+
+    for round_number in range(5):
+        results.clear()
+        barrier = threading.Barrier(2)
+        threads = [threading.Thread(target=send, args=(barrier, name, f"key-{round_number}"))
+                   for name in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        errors = [type(r).__name__ for r in results if isinstance(r, BaseException)]
+        assert errors == ["SignalKeyConflict"], results

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
+import uuid
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from tests.engine.conftest import FAST, Effects, WorkerThread, drain, wait_for_status
-from umt.engine import NO_RETRY, Engine, PermanentError, RunStatus, WorkerOptions, Workflow
+from umt.engine import (
+    NO_RETRY,
+    Engine,
+    FakeClock,
+    PermanentError,
+    RunStatus,
+    WorkerOptions,
+    Workflow,
+)
+from umt.engine.hostinfo import current_process
 
 
 def _one_step(ctx: Any, value: Any) -> Any:
@@ -169,3 +180,138 @@ def test_drain_also_executes_what_its_own_executions_made_due(
 
 def _fail_now(step: Any) -> None:
     raise PermanentError("fails at once")
+
+
+# ---------------------------------------------------------------------------- leases
+
+
+def test_the_heartbeat_keeps_a_long_step_leased(engine: Engine, run_worker: Any) -> None:
+    """A step three times as long as the lease is not taken over by a second worker."""
+    def long(step: Any) -> int:
+        for _ in range(60):
+            step.sleep(0.1)  # 6 s against a 2 s lease
+        return step.lease_epoch
+
+    workflow = Workflow("long", "1", lambda ctx, _: ctx.step("long", long))
+    run = engine.start(workflow).run
+    run_worker([workflow])
+    run_worker([workflow])  # eager to take over anything whose lease runs out
+
+    done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=30)
+    assert done.output == 1 and done.lease_epoch == 1
+    assert [a.status for a in engine.attempts(run.id)] == ["succeeded"]
+
+
+def test_progress_is_persisted_with_the_attempt(engine: Engine, run_worker: Any) -> None:
+    reported = threading.Event()
+    release = threading.Event()
+
+    def copy(step: Any) -> str:
+        step.progress(512, 1024, file="movie.mkv")
+        reported.set()
+        release.wait(20)
+        step.progress(1024, 1024, file="movie.mkv")
+        return "copied"
+
+    workflow = Workflow("progress", "1", lambda ctx, _: ctx.step("copy", copy))
+    run = engine.start(workflow).run
+    run_worker([workflow])
+    assert reported.wait(20)
+    [attempt] = engine.attempts(run.id)
+    assert attempt.status == "running"
+    assert attempt.progress == {"done": 512, "total": 1024, "file": "movie.mkv"}
+    assert attempt.progress_at is not None
+    release.set()
+    wait_for_status(engine, run.id, RunStatus.SUCCEEDED)
+    [attempt] = engine.attempts(run.id)
+    assert attempt.progress == {"done": 1024, "total": 1024, "file": "movie.mkv"}
+
+
+def test_progress_is_rate_limited_but_the_last_report_goes_through(
+    engine: Engine, effects: Effects
+) -> None:
+    def copy(step: Any) -> str:
+        for done in range(1, 1001):
+            step.progress(done, 1000)
+            if done == 999:
+                assert engine.attempts(step.run_id)[0].progress["done"] < 999
+        return "copied"
+
+    workflow = Workflow("chatty", "1", lambda ctx, _: ctx.step("copy", copy))
+    run = engine.start(workflow).run
+    drain(engine, [workflow], WorkerOptions(progress_interval=timedelta(minutes=1)))
+    assert engine.get(run.id).status == RunStatus.SUCCEEDED, engine.get(run.id).error
+    assert engine.attempts(run.id)[0].progress == {"done": 1000, "total": 1000}
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def _held_by_ghost(engine: Engine, workflow: Workflow, *, host: str, pid: int,
+                   process_start: str, lease: timedelta) -> str:
+    """A run claimed by a registered worker that then did nothing more (it is dead, or not)."""
+    run = engine.start(workflow).run
+    ghost = str(uuid.uuid4())
+    engine.store.register_worker(ghost, host_key=host, hostname="ghost", pid=pid,
+                                 process_start=process_start, workflows=[workflow.key])
+    [claim] = engine.store.claim(ghost, [workflow.key], limit=1, lease=lease)
+    engine.store.begin_step(claim.fence, 0, "only")
+    return run.id
+
+
+def test_a_dead_worker_on_this_host_is_taken_over_at_once(
+    clocked: Engine, clock: FakeClock
+) -> None:
+    run_id = _held_by_ghost(clocked, ONE_STEP, host=current_process().host_key,
+                            pid=_dead_pid(), process_start="", lease=timedelta(hours=1))
+    assert drain(clocked, [ONE_STEP]).executed == 1  # no clock move: the lease is untouched
+    assert clocked.get(run_id).status == RunStatus.SUCCEEDED
+    assert [a.status for a in clocked.attempts(run_id)] == ["interrupted", "succeeded"]
+
+
+def test_a_live_worker_on_this_host_keeps_its_runs(clocked: Engine, clock: FakeClock) -> None:
+    me = current_process()
+    run_id = _held_by_ghost(clocked, ONE_STEP, host=me.host_key, pid=me.pid,
+                            process_start=me.process_start, lease=timedelta(minutes=1))
+    assert drain(clocked, [ONE_STEP]).executed == 0
+    clock.advance(timedelta(minutes=1, seconds=1))
+    assert drain(clocked, [ONE_STEP]).executed == 1
+    assert clocked.get(run_id).status == RunStatus.SUCCEEDED
+
+
+def test_a_reused_pid_is_not_mistaken_for_the_dead_worker(
+    clocked: Engine, clock: FakeClock
+) -> None:
+    me = current_process()
+    run_id = _held_by_ghost(clocked, ONE_STEP, host=me.host_key, pid=me.pid,
+                            process_start="1", lease=timedelta(hours=1))  # started long ago
+    assert drain(clocked, [ONE_STEP]).executed == 1
+    assert clocked.get(run_id).status == RunStatus.SUCCEEDED
+
+
+@pytest.mark.postgres_only
+def test_a_worker_on_another_host_waits_for_the_lease(clocked: Engine, clock: FakeClock) -> None:
+    run_id = _held_by_ghost(clocked, ONE_STEP, host="elsewhere/boot/1", pid=_dead_pid(),
+                            process_start="", lease=timedelta(minutes=1))
+    assert drain(clocked, [ONE_STEP]).executed == 0
+    assert clocked.get(run_id).status == RunStatus.RUNNING
+    clock.advance(timedelta(seconds=59))
+    assert drain(clocked, [ONE_STEP]).executed == 0
+    clock.advance(timedelta(seconds=2))
+    assert drain(clocked, [ONE_STEP]).executed == 1
+    assert [a.status for a in clocked.attempts(run_id)] == ["interrupted", "succeeded"]
+
+
+def test_a_new_run_wakes_an_idle_worker(engine: Engine) -> None:
+    slow_poll = WorkerOptions(lease=FAST.lease, poll_interval=timedelta(minutes=1),
+                              grace_period=FAST.grace_period)
+    worker = WorkerThread(engine.worker([ONE_STEP], slow_poll)).start()
+    try:
+        time.sleep(0.5)  # idle, waiting on its one-minute poll
+        run = engine.start(ONE_STEP, "wake").run
+        wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=15)
+    finally:
+        worker.stop()
