@@ -18,6 +18,7 @@ from umt.engine import (
     FakeClock,
     PermanentError,
     RunStatus,
+    StepContext,
     WorkerOptions,
     Workflow,
 )
@@ -187,7 +188,7 @@ def _fail_now(step: Any) -> None:
 
 def test_the_heartbeat_keeps_a_long_step_leased(engine: Engine, run_worker: Any) -> None:
     """A step three times as long as the lease is not taken over by a second worker."""
-    def long(step: Any) -> int:
+    def long(step: StepContext) -> int:
         for _ in range(60):
             step.sleep(0.1)  # 6 s against a 2 s lease
         return step.lease_epoch
@@ -230,11 +231,12 @@ def test_progress_is_persisted_with_the_attempt(engine: Engine, run_worker: Any)
 def test_progress_is_rate_limited_but_the_last_report_goes_through(
     engine: Engine, effects: Effects
 ) -> None:
-    def copy(step: Any) -> str:
+    def copy(step: StepContext) -> str:
         for done in range(1, 1001):
             step.progress(done, 1000)
             if done == 999:
-                assert engine.attempts(step.run_id)[0].progress["done"] < 999
+                persisted = engine.attempts(step.run_id)[0].progress
+                assert persisted is not None and persisted["done"] < 999
         return "copied"
 
     workflow = Workflow("chatty", "1", lambda ctx, _: ctx.step("copy", copy))
