@@ -209,6 +209,8 @@ class Store:
             row = session.row("cancel_run", run_id=run_id, now=now)
             assert row is not None
             session.rows("cancel_open_steps", run_id=run_id, now=now)
+            session.rows("cancel_running_attempts", run_id=run_id, now=now, error=canonical_json(
+                error_json(RunCanceled(f"run {run_id} was canceled"))))
             self.database.notify(session, CANCEL_CHANNEL, run_id)
             if row["due_at"] is not None:
                 self.database.notify(session, WORK_CHANNEL, row["workflow_key"])

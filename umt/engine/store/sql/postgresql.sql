@@ -70,6 +70,12 @@ UPDATE steps SET status = 'canceled', updated_at = %(now)s, finished_at = %(now)
 WHERE run_id = %(run_id)s::uuid AND phase = 'main'
   AND status IN ('running', 'retrying', 'sleeping', 'waiting');
 
+-- name: cancel_running_attempts
+-- The attempt's outcome is decided now: it must not stay 'running' if its worker is gone
+-- and nobody ever claims the run again (a canceled run without compensation).
+UPDATE attempts SET status = 'canceled', finished_at = %(now)s, error = %(error)s::jsonb
+WHERE run_id = %(run_id)s::uuid AND phase = 'main' AND status = 'running';
+
 -- name: annotate_run
 UPDATE runs SET detail = %(detail)s, updated_at = %(now)s WHERE id = %(run_id)s::uuid;
 

@@ -67,6 +67,10 @@ UPDATE steps SET status = 'canceled', updated_at = :now, finished_at = :now
 WHERE run_id = :run_id AND phase = 'main'
   AND status IN ('running', 'retrying', 'sleeping', 'waiting');
 
+-- name: cancel_running_attempts
+UPDATE attempts SET status = 'canceled', finished_at = :now, error = :error
+WHERE run_id = :run_id AND phase = 'main' AND status = 'running';
+
 -- name: annotate_run
 UPDATE runs SET detail = :detail, updated_at = :now WHERE id = :run_id;
 
