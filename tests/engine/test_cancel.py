@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -276,3 +278,31 @@ def test_cancel_reaches_a_step_through_the_worker_without_waiting_for_a_lease(
     # compensation does not wait for the canceled lease to run out either
     assert settled(engine, run.id, timeout=20).compensation == "succeeded"
     assert effects.count(run.id, "remove-torrent") == 1
+
+
+@pytest.mark.parametrize("compensable", [False, True])
+def test_canceling_a_run_whose_worker_died_leaves_no_attempt_running(
+    clocked: Engine, clock: Any, compensable: bool
+) -> None:
+    """The worker that held the step is gone (no heartbeat, no hand-back, nobody to close
+    its attempt): the history must not show that attempt as running forever."""
+    workflow = Workflow(
+        "orphaned", "1", lambda ctx, _: ctx.step("copy", lambda step: "copied"),
+        compensate=(lambda ctx, _: ctx.step("undo", lambda step: "undone")) if compensable
+        else None,
+    )
+    run = clocked.start(workflow).run
+    [claim] = clocked.store.claim(str(uuid.uuid4()), [workflow.key], limit=1,
+                                  lease=timedelta(minutes=1))
+    clocked.store.begin_step(claim.fence, 0, "copy")
+    assert [a.status for a in clocked.attempts(run.id)] == ["running"]
+
+    clocked.cancel(run.id)
+    clock.advance(timedelta(minutes=2))  # long after the dead worker's lease
+    drain(clocked, [workflow])
+
+    done = settled(clocked, run.id)
+    assert done.status == RunStatus.CANCELED
+    assert done.compensation == ("succeeded" if compensable else None)
+    statuses = [a.status for a in clocked.attempts(run.id) if a.step_name == "copy"]
+    assert statuses and "running" not in statuses
