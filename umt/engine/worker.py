@@ -13,7 +13,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -86,7 +85,6 @@ class Worker:
         self.id = str(uuid.uuid4())
         self.identity = identity or current_process()
         self._executions: dict[str, RunExecution] = {}
-        self._futures: dict[str, Future[Outcome]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._verify_leases = threading.Event()
@@ -95,7 +93,6 @@ class Worker:
         self._siblings: list[WorkerRecord] = []
         self._siblings_read_at = 0.0
         self._report = DrainReport()
-        self._pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="umt-run")
 
     # ------------------------------------------------------------------ public
 
@@ -144,7 +141,6 @@ class Worker:
                 self.store.stop_worker(self.id)
             except StoreUnavailable:
                 log.warning("could not record that worker %s stopped", self.id)
-            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _forward_stop(self, stop: threading.Event) -> None:
         stop.wait()
@@ -207,9 +203,13 @@ class Worker:
                 abandon=self._abandon.is_set,
             ),
         )
+        # A daemon thread per execution (never more than ``concurrency``): a step body that
+        # ignores the stop request must not keep the process alive once its run was handed back.
+        thread = threading.Thread(target=self._execute, args=(execution,),
+                                  name=f"umt-run-{claim.run.id[:8]}", daemon=True)
         with self._lock:
             self._executions[claim.run.id] = execution
-            self._futures[claim.run.id] = self._pool.submit(self._execute, execution)
+        thread.start()
 
     def _execute(self, execution: RunExecution) -> Outcome:
         run_id = execution.fence.run_id
@@ -223,7 +223,6 @@ class Worker:
         finally:
             with self._lock:
                 self._executions.pop(run_id, None)
-                self._futures.pop(run_id, None)
                 self._report.executed += 1
                 self._report.outcomes[outcome.value] = (
                     self._report.outcomes.get(outcome.value, 0) + 1
