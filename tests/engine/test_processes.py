@@ -320,6 +320,28 @@ def test_sigterm_hands_back_an_in_flight_step_and_exits_0(
     assert per_step(business.executions())[(run.id, "s2")] == 2
 
 
+def test_sigterm_hands_back_even_a_step_that_never_checks(
+    engine: Engine, business: Business, workers: Workers, db_url: str
+) -> None:
+    stopping = workers.start(db_url, lease=60, grace=1)
+    stopping_id = registered(engine, stopping)
+    hold = {"step": "s2", "seconds": 120, "epoch": 1, "check": False}
+    run = engine.start(STEPS_WORKFLOW, _steps_input(hold=hold)).run
+    running_attempt(engine, run.id, "s2")
+
+    stopping.send(signal.SIGTERM)
+
+    assert stopping.wait_exit(timeout=30) == 0  # not after the step's 120 s
+    handed = engine.get(run.id)
+    assert handed.status == RunStatus.PENDING and handed.lease_owner is None
+    s2 = [a for a in engine.attempts(run.id) if a.step_name == "s2"]
+    assert [(a.worker_id, a.status) for a in s2] == [(stopping_id, "handed_back")]
+    workers.start(db_url, lease=60)
+    [done] = all_settled(engine, [run.id], timeout=20)
+    assert done.status == RunStatus.SUCCEEDED
+    assert per_step(business.effect_rows(run.id)) == {(run.id, f"s{n}"): 1 for n in range(1, 7)}
+
+
 # ---------------------------------------------------------------------------- versions
 
 
