@@ -21,6 +21,7 @@ from umt.engine.errors import (
     RunCanceled,
     StepFailed,
     StepInterrupted,
+    StoreError,
     StoreUnavailable,
     WorkerStopping,
     WorkflowDefinitionError,
@@ -190,6 +191,13 @@ class RunExecution:
         except StepInterrupted as interruption:
             self._close_attempt(attempt_id, interruption)
             raise
+        except StoreUnavailable:
+            raise
+        except StoreError as error:
+            # The step's own statements were refused (a constraint, bad SQL): nothing of the
+            # attempt committed, so it failed like a body that raised.
+            self.current_attempt_id = None
+            self._record_failure(position, unique, attempt_id, attempt, error, retry)
         self.current_attempt_id = None
         return _typed(result, result_type)
 
