@@ -196,3 +196,39 @@ def test_sleeping_and_waiting_use_up_no_attempts(clocked: Engine, clock: FakeClo
 def test_invalid_policies_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         RetryPolicy(**kwargs)
+
+
+def test_a_step_whose_own_transaction_fails_is_a_failed_attempt(
+    clocked: Engine, clock: FakeClock, effects: Effects
+) -> None:
+    """The step's business write violates a constraint when it commits with the result: that
+    attempt failed (and is retried), it is not left running."""
+    queries = effects.queries
+    with clocked.database.transaction() as session:
+        session.execute(queries["create_catalog"])
+        session.execute(queries["insert_catalog"], {"title": "taken", "run_id": "someone"})
+    titles = ["taken", "free"]
+
+    def register(step: StepContext) -> str:
+        title = titles[min(step.attempt - 1, 1)]
+        step.step_transaction.execute(queries["insert_catalog"],
+                                      {"title": title, "run_id": step.run_id})
+        return title
+
+    workflow = Workflow("catalog", "1", lambda ctx, _: ctx.step(
+        "register", register, retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(0))))
+    run = clocked.start(workflow).run
+    drain(clocked, [workflow])
+    drain(clocked, [workflow])
+
+    done = clocked.get(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert done.output == "free"
+    attempts = clocked.attempts(run.id)
+    assert [(a.attempt, a.status) for a in attempts] == [(1, "failed"), (2, "succeeded")]
+    assert attempts[0].error is not None
+    with clocked.database.autocommit() as session:
+        rows = session.execute(queries["catalog"])
+    assert [(row["title"], row["run_id"]) for row in rows] == [
+        ("free", run.id), ("taken", "someone"),
+    ]

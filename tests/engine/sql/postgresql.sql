@@ -55,3 +55,12 @@ VALUES (%(run_id)s, %(step)s, %(lease_epoch)s, %(worker_pid)s);
 
 -- name: executions
 SELECT run_id, step, lease_epoch, worker_pid FROM executions ORDER BY id;
+
+-- name: create_catalog
+CREATE TABLE IF NOT EXISTS catalog (title text PRIMARY KEY, run_id text NOT NULL);
+
+-- name: insert_catalog
+INSERT INTO catalog (title, run_id) VALUES (%(title)s, %(run_id)s);
+
+-- name: catalog
+SELECT title, run_id FROM catalog ORDER BY title;

@@ -56,3 +56,12 @@ VALUES (:run_id, :step, :lease_epoch, :worker_pid);
 
 -- name: executions
 SELECT run_id, step, lease_epoch, worker_pid FROM executions ORDER BY id;
+
+-- name: create_catalog
+CREATE TABLE IF NOT EXISTS catalog (title text PRIMARY KEY, run_id text NOT NULL);
+
+-- name: insert_catalog
+INSERT INTO catalog (title, run_id) VALUES (:title, :run_id);
+
+-- name: catalog
+SELECT title, run_id FROM catalog ORDER BY title;
