@@ -74,6 +74,8 @@ class RunExecution:
         self.current_attempt_id: int | None = None
         self._position = 0
         self._name_counts: dict[str, int] = {}
+        #: Once raised, drift stays raised: workflow code that catches it cannot go on.
+        self._drift: ReplayDrift | None = None
 
     # ------------------------------------------------------------------ whole run
 
@@ -90,12 +92,14 @@ class RunExecution:
         try:
             if self.fence.phase == MAIN:
                 output = self.workflow.run(context, self.claim.run.input)
+                self._refuse_swallowed_drift()
                 self._refuse_unreplayed_steps()
                 value = to_json_value(output, what="the workflow's output")
                 self._persist(lambda: self.store.complete_run(self.fence, value))
                 return Outcome.SUCCEEDED
             if self.workflow.compensate is not None:
                 self.workflow.compensate(context, self.claim.run.input)
+                self._refuse_swallowed_drift()
             self._persist(lambda: self.store.finish_compensation(self.fence, error=None))
             return Outcome.COMPENSATED
         except _Parked:
@@ -114,6 +118,10 @@ class RunExecution:
             self._persist(lambda: self.store.hand_back(self.fence, None, self._parked_status()))
             return Outcome.HANDED_BACK
         except Exception as error:  # a step used up its retries, or the workflow code raised
+            if self._drift is not None:  # raised after the code swallowed a drift
+                log.error("run %s stopped: %s", self.fence.run_id, self._drift)
+                self._fail(self._drift, compensate=False)
+                return Outcome.FAILED
             log.warning("run %s failed: %s", self.fence.run_id, error)
             self._fail(error, compensate=self.claim.compensable)
             return Outcome.FAILED
@@ -135,7 +143,15 @@ class RunExecution:
     def _refuse_unreplayed_steps(self) -> None:
         leftover = sorted(position for position in self.claim.steps if position >= self._position)
         if leftover:
-            raise ReplayDrift(leftover[0], self.claim.steps[leftover[0]]["name"], None)
+            raise self._drifted(leftover[0], self.claim.steps[leftover[0]]["name"], None)
+
+    def _drifted(self, position: int, recorded: str | None, requested: str | None) -> ReplayDrift:
+        self._drift = ReplayDrift(position, recorded, requested)
+        return self._drift
+
+    def _refuse_swallowed_drift(self) -> None:
+        if self._drift is not None:
+            raise self._drift
 
     def _parked_status(self) -> str:
         return RunStatus.PENDING if self.fence.phase == MAIN else self.claim.run.status
@@ -143,6 +159,7 @@ class RunExecution:
     # ------------------------------------------------------------------ steps
 
     def _next(self, name: str, kind: str) -> tuple[int, str, Row | None]:
+        self._refuse_swallowed_drift()
         if not name or "#" in name:
             raise WorkflowDefinitionError(f"step name {name!r} must be non-empty without '#'")
         count = self._name_counts.get(name, 0) + 1
@@ -152,12 +169,12 @@ class RunExecution:
         self._position += 1
         recorded = self.claim.steps.get(position)
         if recorded is not None and recorded["kind"] != kind:
-            raise ReplayDrift(position, f"{recorded['name']} ({recorded['kind']})",
-                              f"{unique} ({kind})")
+            raise self._drifted(position, f"{recorded['name']} ({recorded['kind']})",
+                                f"{unique} ({kind})")
         if recorded is not None and recorded["name"] != unique:
-            raise ReplayDrift(position, recorded["name"], unique)
+            raise self._drifted(position, recorded["name"], unique)
         if recorded is None and any(p > position for p in self.claim.steps):
-            raise ReplayDrift(position, None, unique)
+            raise self._drifted(position, None, unique)
         return position, unique, recorded
 
     def step(
@@ -264,8 +281,8 @@ class RunExecution:
         position, unique, recorded = self._next(name, "signal")
         if recorded is not None:
             if recorded["signal_name"] != signal:
-                raise ReplayDrift(position, f"{recorded['name']} ({recorded['signal_name']})",
-                                  f"{unique} ({signal})")
+                raise self._drifted(position, f"{recorded['name']} ({recorded['signal_name']})",
+                                    f"{unique} ({signal})")
             if recorded["status"] == "succeeded":
                 return _received(recorded["result"])
             if recorded["status"] == "timed_out":
