@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -249,3 +250,50 @@ def test_unchanged_code_replays_to_the_end(engine: Engine, effects: Effects) -> 
     assert done.status == RunStatus.SUCCEEDED
     assert done.output == ["a-result", "a-result", "b-result", "after-result"]
     assert [row["step"] for row in effects.rows(run_id)] == ["a", "a#2", "b", "after"]
+
+
+def test_drift_cannot_be_swallowed_by_the_workflow_code(
+    engine: Engine, effects: Effects
+) -> None:
+    """Workflow code that catches every exception around a step still stops at drift."""
+    old = _steps_then_gate(effects, [("step", "a")])
+    run_id = _park_at_gate(engine, old)
+    _open_gate(engine, run_id)
+
+    def careless(ctx: Any, _: Any) -> Any:
+        with contextlib.suppress(Exception):  # e.g. meant for StepFailed
+            ctx.step("a-renamed", lambda step: effects.record(step))
+        ctx.wait_for_signal("gate", "gate")
+        return ctx.step("after", lambda step: effects.record(step))
+
+    drain(engine, [Workflow("drifty", "1", careless)])
+
+    failed = engine.get(run_id)
+    assert failed.status == RunStatus.FAILED
+    assert failed.error is not None and failed.error["type"] == "ReplayDrift"
+    assert "'a-renamed'" in failed.error["message"]
+    assert [row["step"] for row in effects.rows(run_id)] == ["a"]
+
+
+def test_drift_swallowed_then_another_error_still_fails_as_drift(
+    engine: Engine, effects: Effects
+) -> None:
+    compensations: list[str] = []
+    old = _steps_then_gate(effects, [("step", "a")],
+                           compensate=lambda ctx, _: compensations.append("ran"))
+    run_id = _park_at_gate(engine, old)
+    _open_gate(engine, run_id)
+
+    def careless(ctx: Any, _: Any) -> Any:
+        try:
+            ctx.step("a-renamed", lambda step: "x")
+        except Exception as exc:
+            raise RuntimeError("something else went wrong") from exc
+
+    drain(engine, [Workflow("drifty", "1", careless,
+                            compensate=lambda ctx, _: compensations.append("ran"))])
+
+    failed = engine.get(run_id)
+    assert failed.status == RunStatus.FAILED
+    assert failed.error is not None and failed.error["type"] == "ReplayDrift"
+    assert compensations == []
