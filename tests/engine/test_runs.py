@@ -304,3 +304,47 @@ def test_concurrent_starts_with_one_key_create_one_run(engine: Engine) -> None:
     assert sum(r.created for r in results) == 1
     assert len({r.run.id for r in results}) == 1
     assert len(engine.list_runs()) == 1
+
+
+# ---------------------------------------------------------------------------- the spike's main path
+
+
+def test_an_acquire_shaped_run_goes_through_every_kind_of_step(
+    clocked: Engine, clock: FakeClock
+) -> None:
+    """submit, wait for the download signal, copy, register, retention sleep, cleanup."""
+    def run(ctx: Any, source: str) -> Any:
+        torrent = ctx.step("submit-download", lambda step: {"hash": f"hash-{source}"})
+        signal = ctx.wait_for_signal("wait-download", f"download-done:{torrent['hash']}",
+                                     timeout="1d")
+        copied = ctx.step("copy-file", lambda step: {"dest": f"/lib/{source}.mkv"})
+        ctx.step("register", lambda step: "registered")
+        ctx.sleep("retention", "7d")
+        ctx.step("cleanup", lambda step: "removed")
+        return {"copied": copied, "signal": None if signal is None else signal.data}
+
+    acquire = Workflow("acquire-shaped", "1", run)
+    started = clocked.start(acquire, "d1").run
+    drain(clocked, [acquire])
+    assert clocked.get(started.id).status == RunStatus.WAITING
+    [waiting] = clocked.runs_waiting_on("download-done:")
+    assert waiting.signal_name == "download-done:hash-d1"
+
+    assert clocked.signal("download-done:hash-d1", {"ok": True}).delivered_to == (started.id,)
+    drain(clocked, [acquire])
+    assert clocked.get(started.id).status == RunStatus.SLEEPING
+    clock.advance(timedelta(days=7))
+    drain(clocked, [acquire])
+
+    done = clocked.get(started.id)
+    assert done.status == RunStatus.SUCCEEDED
+    assert done.output == {"copied": {"dest": "/lib/d1.mkv"}, "signal": {"ok": True}}
+    assert [(s.name, s.kind, s.status) for s in clocked.steps(started.id)] == [
+        ("submit-download", "step", "succeeded"),
+        ("wait-download", "signal", "succeeded"),
+        ("copy-file", "step", "succeeded"),
+        ("register", "step", "succeeded"),
+        ("retention", "sleep", "succeeded"),
+        ("cleanup", "step", "succeeded"),
+    ]
+    assert len(clocked.attempts(started.id)) == 4  # steps only, one attempt each
