@@ -1,0 +1,195 @@
+"""Library paths from a naming template (``library.naming``).
+
+A template is a relative path whose ``{field}`` placeholders are replaced by sanitised values,
+for example ``"{title}/{filename}"`` or ``"{category}/{title} [{info_hash8}]/{filename}"``.
+``/`` separates folders; ``{{`` and ``}}`` stand for literal braces.
+
+Fields:
+
+==============  ===========================================================================
+``title``       the title of the acquisition
+``name``        the torrent name
+``filename``    the source file name, extension included (``Movie.2023.2160p.mkv``)
+``stem``        the source file name without its extension (``Movie.2023.2160p``)
+``ext``         the extension without the dot (``mkv``)
+``info_hash``   the torrent's info-hash, 40 lowercase hex digits
+``info_hash8``  its first 8 digits
+``year``        the year, when known
+``category``    the qBittorrent category
+==============  ===========================================================================
+
+A field without a value renders as nothing: an empty ``()`` or ``[]`` left behind and an empty
+folder level are dropped, so ``"{title} ({year})/{filename}"`` gives ``"Title/…"`` without a year.
+:func:`fields_for` builds the mapping from the acquisition's facts.
+
+Every value is sanitised into a single path component: ``/`` and ``\\`` become ``-``; NUL,
+control and bidirectional-override characters are removed; undecodable bytes become U+FFFD;
+leading dots (hidden files, ``..``) and surrounding spaces are removed; the result is trimmed to
+200 bytes of UTF-8, keeping a file extension. A value that sanitises to nothing becomes ``_``.
+The rendered path must then resolve, symlinks included, inside the library root, or
+:class:`UnsafePath` is raised. Template mistakes raise :class:`TemplateError`; call
+:func:`validate_template` when the configuration is loaded so they surface early.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+import unicodedata
+from collections.abc import Mapping
+from pathlib import Path
+
+from umt.media.importer import UnsafePath, resolve_inside
+
+__all__ = [
+    "FIELDS",
+    "TemplateError",
+    "UnsafePath",
+    "fields_for",
+    "render_destination",
+    "sanitize_component",
+    "validate_template",
+]
+
+FIELDS = frozenset(
+    {"title", "name", "filename", "stem", "ext", "info_hash", "info_hash8", "year", "category"}
+)
+FIELD_MAX_BYTES = 200
+COMPONENT_MAX_BYTES = 255
+
+_SEPARATORS = str.maketrans({"/": "-", "\\": "-"})
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_EMPTY_BRACKETS = re.compile(r"\s*(?:\(\s*\)|\[\s*\])")
+_SPACES = re.compile(r"\s{2,}")
+_MAX_EXTENSION_CHARS = 16
+_PROBE_VALUE = "x"
+
+
+class TemplateError(ValueError):
+    """A naming template that cannot work: unknown field, absolute path, ``..`` and the like."""
+
+
+def validate_template(template: str) -> tuple[str, ...]:
+    """Check ``template``; return the fields it uses, in order. Raises :class:`TemplateError`."""
+    if "\0" in template:
+        raise TemplateError("naming template contains a NUL character")
+    used = _template_fields(template)
+    probe = _substitute(template, dict.fromkeys(FIELDS, _PROBE_VALUE))
+    if probe.startswith("/"):
+        raise TemplateError(f"naming template {template!r} must be relative to the library")
+    for part in probe.split("/"):
+        if part in ("", ".", ".."):
+            raise TemplateError(
+                f"naming template {template!r} has an empty, '.' or '..' folder level"
+            )
+    return used
+
+
+def render_destination(template: str, fields: Mapping[str, str], *, library_root: Path) -> Path:
+    """The library path for ``fields``: ``library_root`` joined with the rendered template.
+
+    Raises :class:`TemplateError` for a bad template and :class:`UnsafePath` when the result
+    would resolve outside ``library_root`` (through a symlink inside the library, say).
+    """
+    validate_template(template)
+    values = {key: sanitize_component(fields.get(key) or "") for key in FIELDS}
+    components = [_tidy_component(part) for part in _substitute(template, values).split("/")]
+    relative = [part for part in components if part]
+    if not relative:
+        raise TemplateError(f"naming template {template!r} rendered to an empty path")
+    if any(part in (".", "..") for part in relative):
+        raise UnsafePath(f"naming template {template!r} rendered a '.' or '..' folder level")
+    root = Path(os.path.abspath(library_root))
+    dest = root.joinpath(*relative)
+    resolve_inside(dest, root)
+    return dest
+
+
+def fields_for(
+    *,
+    title: str,
+    name: str,
+    source: Path,
+    info_hash: str,
+    year: int | str | None = None,
+    category: str | None = None,
+) -> dict[str, str]:
+    """The template fields of one source file of an acquisition."""
+    stem, dot, ext = source.name.rpartition(".")
+    if not dot or not stem:
+        stem, ext = source.name, ""
+    digest = info_hash.lower()
+    return {
+        "title": title,
+        "name": name,
+        "filename": source.name,
+        "stem": stem,
+        "ext": ext,
+        "info_hash": digest,
+        "info_hash8": digest[:8],
+        "year": "" if year is None else str(year),
+        "category": category or "",
+    }
+
+
+def sanitize_component(value: str, *, max_bytes: int = FIELD_MAX_BYTES) -> str:
+    """``value`` made safe as one path component (see the module documentation)."""
+    if not value:
+        return ""
+    text = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    text = "".join(ch for ch in text if not _is_control(ch)).translate(_SEPARATORS)
+    text = text.strip().lstrip(". ").strip()
+    text = _trim_utf8(text, max_bytes)
+    return text or "_"
+
+
+def _template_fields(template: str) -> tuple[str, ...]:
+    used: list[str] = []
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise TemplateError(f"naming template {template!r}: {exc}") from exc
+    for _literal, field, spec, conversion in parsed:
+        if field is None:
+            continue
+        if field not in FIELDS:
+            known = ", ".join(sorted(FIELDS))
+            raise TemplateError(
+                f"naming template {template!r} uses unknown field {{{field}}}; known: {known}"
+            )
+        if spec or conversion:
+            raise TemplateError(
+                f"naming template {template!r}: {{{field}}} takes no format spec or conversion"
+            )
+        used.append(field)
+    return tuple(used)
+
+
+def _substitute(template: str, values: Mapping[str, str]) -> str:
+    pieces: list[str] = []
+    for literal, field, _spec, _conversion in string.Formatter().parse(template):
+        pieces.append(literal)
+        if field is not None:
+            pieces.append(values[field])
+    return "".join(pieces)
+
+
+def _tidy_component(part: str) -> str:
+    """Drop what missing fields leave behind; Samba and Windows clients reject trailing dots."""
+    part = _SPACES.sub(" ", _EMPTY_BRACKETS.sub("", part)).strip().rstrip(". ")
+    return _trim_utf8(part, COMPONENT_MAX_BYTES)
+
+
+def _is_control(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cc" or ch in _BIDI_CONTROLS
+
+
+def _trim_utf8(text: str, max_bytes: int) -> str:
+    """``text`` cut to ``max_bytes`` of UTF-8 on a character boundary, keeping its extension."""
+    if len(text.encode()) <= max_bytes:
+        return text
+    stem, dot, ext = text.rpartition(".")
+    keep = dot + ext if dot and stem and 0 < len(ext) <= _MAX_EXTENSION_CHARS else ""
+    head = (stem if keep else text).encode()[: max_bytes - len(keep.encode())]
+    return head.decode("utf-8", "ignore").rstrip() + keep

@@ -1,0 +1,121 @@
+"""Which files of a finished download to import.
+
+``content_path`` is what qBittorrent reports: the file of a single-file torrent, or the folder of
+a multi-file one. By default the single largest video file is chosen; with ``all_files`` every
+regular file is. Either way these are skipped:
+
+- hidden files and anything under a hidden folder (qBittorrent's ``.unwanted`` folder, say);
+- partial files: ``.!qB`` (incomplete), ``.parts`` (pieces of unselected files), ``.part``;
+- samples: a video with the word "sample" in its path relative to ``content_path`` (``Sample/``,
+  ``movie-sample.mkv``), when a bigger video exists; a lone "The Sample.mkv" is kept;
+- symlinks, files and folders alike: qBittorrent never creates them, and following one could
+  import something from outside the download.
+
+Every path returned resolves inside ``content_path``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from umt.media.importer import ImportFailure, resolve_inside
+
+__all__ = ["PARTIAL_SUFFIXES", "VIDEO_EXTENSIONS", "NoMediaFile", "select_media_files"]
+
+VIDEO_EXTENSIONS = frozenset(
+    {
+        ".mkv", ".mp4", ".m4v", ".avi", ".mov", ".ts", ".m2ts", ".mts", ".wmv", ".webm",
+        ".mpg", ".mpeg", ".vob", ".iso", ".ogv", ".flv",
+    }
+)  # fmt: skip
+PARTIAL_SUFFIXES = (".!qb", ".parts", ".part")
+_SAMPLE = re.compile(r"(?<![a-z0-9])sample(?![a-z0-9])", re.IGNORECASE)
+
+
+class NoMediaFile(ImportFailure):
+    """The download holds nothing to import."""
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    path: Path
+    relative: str
+    size: int
+
+    @property
+    def is_video(self) -> bool:
+        return self.path.suffix.lower() in VIDEO_EXTENSIONS and self.size > 0
+
+    @property
+    def looks_like_sample(self) -> bool:
+        return _SAMPLE.search(self.relative) is not None
+
+
+def select_media_files(content_path: Path, *, all_files: bool) -> list[Path]:
+    """The files of ``content_path`` to import: the largest video, or all files, sorted."""
+    candidates = _candidates(content_path)
+    videos = [c for c in candidates if c.is_video]
+    biggest_video = max((c.size for c in videos), default=0)
+    wanted = [
+        c for c in candidates if not (c.is_video and c.looks_like_sample and c.size < biggest_video)
+    ]
+    if all_files:
+        if not wanted:
+            raise NoMediaFile(f"no file to import in {content_path}")
+        return [c.path for c in sorted(wanted, key=lambda c: c.relative)]
+    if not videos:
+        extensions = " ".join(sorted(VIDEO_EXTENSIONS))
+        raise NoMediaFile(f"no video file in {content_path} (looked for {extensions})")
+    best = min(videos, key=lambda c: (-c.size, c.relative))
+    return [best.path]
+
+
+def _candidates(content_path: Path) -> list[_Candidate]:
+    try:
+        info = content_path.lstat()
+    except FileNotFoundError:
+        raise NoMediaFile(f"{content_path} does not exist") from None
+    if stat.S_ISREG(info.st_mode):
+        if content_path.name.lower().endswith(PARTIAL_SUFFIXES):
+            raise NoMediaFile(f"{content_path} is an incomplete download")
+        single = _Candidate(content_path, content_path.name, info.st_size)
+        return [] if _skipped(content_path.name) else [single]
+    if not stat.S_ISDIR(info.st_mode):
+        raise NoMediaFile(f"{content_path} is neither a regular file nor a folder")
+    return [c for c in _walk(content_path) if _resolves_inside(c.path, content_path)]
+
+
+def _walk(root: Path) -> list[_Candidate]:
+    found: list[_Candidate] = []
+    for folder, subfolders, files in os.walk(root, onerror=_unreadable, followlinks=False):
+        subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        for name in files:
+            path = Path(folder, name)
+            try:
+                info = path.lstat()
+            except FileNotFoundError:
+                continue
+            if _skipped(name) or not stat.S_ISREG(info.st_mode):
+                continue
+            found.append(_Candidate(path, path.relative_to(root).as_posix(), info.st_size))
+    return found
+
+
+def _unreadable(error: OSError) -> None:
+    raise NoMediaFile(f"cannot list {error.filename}: {error.strerror}") from error
+
+
+def _skipped(name: str) -> bool:
+    return name.startswith(".") or name.lower().endswith(PARTIAL_SUFFIXES)
+
+
+def _resolves_inside(path: Path, root: Path) -> bool:
+    try:
+        resolve_inside(path, root)
+    except ImportFailure:
+        return False
+    return True
