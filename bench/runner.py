@@ -92,8 +92,9 @@ def prepare_peer_bench() -> Path:
 
 
 @contextmanager
-def bench_cluster(url: str | None, keep: bool) -> Iterator[str]:
-    """A started throwaway cluster (or ``url``); yields an admin URL."""
+def bench_cluster(url: str | None, keep: bool, log_to: Path | None = None) -> Iterator[str]:
+    """A started throwaway cluster (or ``url``); yields an admin URL. Its server log (with
+    checkpoints: outliers often coincide with one) is copied to ``log_to`` at the end."""
     if url:
         yield url
         return
@@ -109,10 +110,13 @@ def bench_cluster(url: str | None, keep: bool) -> Iterator[str]:
         with (cluster.data_dir / "postgresql.conf").open("a", encoding="utf-8") as conf:
             conf.write("\n# bench/run: durability like the baseline\n")
             conf.writelines(f"{name} = {value}\n" for name, value in DURABLE_SETTINGS.items())
+            conf.write("log_checkpoints = on\nlog_autovacuum_min_duration = 0\n")
         cluster.start()
         log(f"cluster on port {cluster.port} in {cluster.data_dir}")
         yield cluster.url()
     finally:
+        if log_to is not None and cluster.log_file.exists():
+            shutil.copyfile(cluster.log_file, log_to)
         if keep:
             log(f"--keep: cluster left running at {cluster.url()} ({cluster.data_dir})")
         else:
@@ -147,6 +151,7 @@ UMT_PATH: Path | None = None
 
 def harness_env(engine: str, db_url: str, knobs: dict[str, str], out: Path) -> dict[str, str]:
     env = {**os.environ, **knobs, "BENCH_DB_URL": db_url, "BENCH_OUT": str(out)}
+    env.pop("UMT_BENCH_KEEP_WORKFLOW", None)
     if engine == "umt":
         paths = [str(UMT_PATH) if UMT_PATH else None, str(ROOT), env.get("PYTHONPATH")]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
@@ -158,8 +163,11 @@ def harness_env(engine: str, db_url: str, knobs: dict[str, str], out: Path) -> d
     return env
 
 
-def run_harness(engine: str, db_url: str, knobs: dict[str, str], out: Path) -> dict[str, Any]:
-    env = harness_env(engine, db_url, knobs, out)
+def run_harness(
+    engine: str, db_url: str, knobs: dict[str, str], out: Path,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    env = {**harness_env(engine, db_url, knobs, out), **(extra_env or {})}
     logfile = out.with_suffix(".log")
     log(f"harness: {ENGINES[engine]} {' '.join(f'{k}={v}' for k, v in sorted(knobs.items()))}")
     with logfile.open("w") as sink:
@@ -322,16 +330,20 @@ def knobs_from(args: argparse.Namespace) -> dict[str, str]:
     return knobs
 
 
-def compare(args: argparse.Namespace) -> int:
+def use_umt_from(path: str | None) -> None:
     global UMT_PATH
-    UMT_PATH = Path(args.umt_path).resolve() if args.umt_path else None
+    UMT_PATH = Path(path).resolve() if path else None
+
+
+def compare(args: argparse.Namespace) -> int:
+    use_umt_from(args.umt_path)
     prepare_peer_bench()
     out_dir = RESULTS / time.strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
     knobs = knobs_from(args)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     results: dict[str, dict[str, Any]] = {}
-    with bench_cluster(args.url, args.keep) as admin_url:
+    with bench_cluster(args.url, args.keep, out_dir / "postgres.log") as admin_url:
         for engine in engines:
             db_url = fresh_database(admin_url, f"bench_{engine}")
             results[engine] = run_harness(engine, db_url, knobs, out_dir / f"{engine}.json")
@@ -349,6 +361,11 @@ def compare(args: argparse.Namespace) -> int:
 
 def reprint(args: argparse.Namespace) -> int:
     folder = Path(args.result_dir)
+    if list(folder.glob("umt-*-claim.json")):
+        from bench.scale import reprint as reprint_scale
+
+        print(reprint_scale(folder))
+        return 0
     results = {e: json.loads((folder / f"{e}.json").read_text())
                for e in ENGINES if (folder / f"{e}.json").exists()}
     print(f"{describe(results)}\n\n{table(results.get('ow'), results.get('umt'))}")
@@ -363,12 +380,12 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--url", help="an existing superuser URL instead of a throwaway cluster")
         p.add_argument("--keep", action="store_true", help="leave the throwaway cluster running")
+        p.add_argument("--umt-path", help="import umt from this checkout (e.g. a patched engine)")
     p_compare = sub.choices["compare"]
     p_compare.add_argument("--quick", action="store_true", help="1 repeat, fewer trials (~8 min)")
     p_compare.add_argument("--engines", default="ow,umt")
     p_compare.add_argument("--benches", help="e.g. B1,B4 (default: all five)")
     p_compare.add_argument("--repeats", type=int)
-    p_compare.add_argument("--umt-path", help="import umt from this checkout (a patched engine)")
     p_scale = sub.choices["scale"]
     p_scale.add_argument("--sizes", default="2000,100000")
     p_scale.add_argument("--trials", type=int, default=20, help="B2 and B3 trials per size")

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -50,12 +52,19 @@ class Driver:
     def op_hello(self, _req: dict[str, Any]) -> dict[str, Any]:
         from importlib.metadata import version
 
+        import umt
+
+        source = Path(umt.__file__).resolve().parent.parent
         return {
             "engine": "umt",
             "version": version("umt"),
             "backend": "postgres",
             "python": sys.version.split()[0],
             "psycopg": psycopg.__version__,
+            "source": str(source),
+            "commit": _git(source, "rev-parse", "--short", "HEAD"),
+            # Uncommitted engine changes make a result irreproducible: say so.
+            "engineDirty": bool(_git(source, "status", "--porcelain", "--", "umt/engine")),
         }
 
     def op_reset(self, _req: dict[str, Any]) -> dict[str, Any]:
@@ -136,6 +145,15 @@ class Driver:
     def close(self) -> None:
         self.conn.close()
         self.engine.close()
+
+
+def _git(where: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True,
+                              timeout=10, check=False)
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def _run_json(row: dict[str, Any]) -> dict[str, Any]:

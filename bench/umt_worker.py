@@ -8,7 +8,8 @@ a umt worker stops (drain, record the stop) and exits 0. The harness starts it w
 measures the CPU of this very process.
 
 Optional: ``UMT_BENCH_POOL_SIZE`` (connections; default concurrency + 2),
-``UMT_BENCH_POLL_S`` (the worker's fallback poll interval; default: umt's).
+``UMT_BENCH_POLL_S`` (the worker's fallback poll interval; default: umt's),
+``UMT_BENCH_WORKER_SYNCHRONOUS_COMMIT`` (``off``: an experiment, see bench/README.md).
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ def main() -> int:
     if poll := os.environ.get("UMT_BENCH_POLL_S"):
         options = replace(options, poll_interval=timedelta(seconds=float(poll)))
 
+    if sync := os.environ.get("UMT_BENCH_WORKER_SYNCHRONOUS_COMMIT"):
+        # An experiment, not umt's behaviour: the worker's own transactions (claims, steps,
+        # parking) stop waiting for the WAL flush; submits and signals (the driver) still do.
+        separator = "&" if "?" in url else "?"
+        url = f"{url}{separator}options=-c%20synchronous_commit%3D{sync}"
     engine = Engine(open_database(url, pool_size=pool_size))
     engine.require_schema()  # the driver migrates, once
     worker = BenchWorker(engine.store, Registry(WORKFLOWS.values()), options, clock=engine.clock)
