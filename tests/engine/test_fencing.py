@@ -24,7 +24,7 @@ from umt.engine import (
     WorkflowContext,
     open_database,
 )
-from umt.engine.store.store import BufferedStatement
+from umt.engine.store.store import BufferedStatement, LeaseState
 
 
 def test_a_stale_fence_can_write_nothing(engine: Engine, effects: Effects) -> None:
@@ -62,7 +62,11 @@ def test_a_stale_fence_can_write_nothing(engine: Engine, effects: Effects) -> No
 def test_a_frozen_worker_commits_nothing_after_a_takeover(
     engine: Engine, effects: Effects, db_url: str
 ) -> None:
-    taken_over = threading.Event()
+    """The old holder believes it still holds the run (its heartbeat is frozen and it never
+    looks), so only the database's fence stands between its writes and the business table.
+    It writes while the new holder is inside the same step, before that step is done."""
+    new_inside = threading.Event()
+    old_done = threading.Event()
     inside_old = threading.Event()
     refused: list[str] = []
     old_engine = Engine(open_database(db_url))
@@ -70,8 +74,7 @@ def test_a_frozen_worker_commits_nothing_after_a_takeover(
     def copy(step: StepContext) -> str:
         if step.worker_id == old_worker.id:
             inside_old.set()
-            taken_over.wait(30)
-            # The old holder goes on as if nothing happened, without calling check() first.
+            new_inside.wait(30)
             try:
                 step.progress(50, 100)
             except LeaseLost:
@@ -82,6 +85,8 @@ def test_a_frozen_worker_commits_nothing_after_a_takeover(
                 refused.append("transaction")
             effects.record(step, note="old, with the result")
             return "old result"
+        new_inside.set()
+        old_done.wait(30)
         effects.record(step, note="new, with the result")
         return "new result"
 
@@ -93,20 +98,32 @@ def test_a_frozen_worker_commits_nothing_after_a_takeover(
     short = WorkerOptions(concurrency=1, lease=timedelta(seconds=1),
                           poll_interval=FAST.poll_interval, grace_period=timedelta(seconds=5))
     old_worker = old_engine.worker([workflow], short)
-    # Frozen: its heartbeat no longer reaches the database, and it does not look either.
+
+    def still_mine(run_ids: Any) -> dict[str, LeaseState]:
+        held = old_worker._held()
+        return {run_id: LeaseState(RunStatus.RUNNING, old_worker.id, held[run_id].fence.epoch)
+                for run_id in run_ids if run_id in held}
+
+    # Frozen: its heartbeat does not reach the database, and what it reads says "yours".
     old_worker.store.extend_leases = lambda worker_id, held, lease: set(held)  # type: ignore[method-assign]
-    old_worker.store.lease_states = lambda run_ids: {}  # type: ignore[method-assign]
+    old_worker.store.lease_states = still_mine  # type: ignore[method-assign]
     old = WorkerThread(old_worker).start()
+    new: WorkerThread | None = None
     try:
         started = engine.start(workflow).run
         assert inside_old.wait(20)
         new = WorkerThread(engine.worker([workflow], short)).start()
-        done = settled(engine, started.id)
-        new.stop()
-        taken_over.set()
+        assert new_inside.wait(20)
         wait_until(lambda: old_worker.in_flight == 0, message="the old execution ended")
+        # the old result was refused by the fence, not because the step was done already
+        assert engine.steps(started.id)[0].status == "running"
+        old_done.set()
+        done = settled(engine, started.id)
     finally:
-        taken_over.set()
+        new_inside.set()
+        old_done.set()
+        if new is not None:
+            new.stop()
         old.stop()
         old_engine.close()
 

@@ -228,31 +228,43 @@ def test_a_frozen_worker_resumed_after_a_takeover_commits_nothing(
     frozen = workers.start(db_url, lease=2, concurrency=1)
     frozen_id = registered(engine, frozen)
     # The first step holds for 3 s on the first claim only, without calling check(), then
-    # tries progress and a direct fenced write, then returns its result.
-    hold = {"step": "s1", "seconds": 3, "epoch": 1, "check": False}
+    # tries progress and a direct fenced write, then returns its result. On the second claim
+    # it holds for 8 s: the frozen worker's writes come while the new owner is in that step.
+    hold = [{"step": "s1", "seconds": 3, "epoch": 1, "check": False},
+            {"step": "s1", "seconds": 8, "epoch": 2, "check": True}]
     run = engine.start(STEPS_WORKFLOW, _steps_input(hold=hold)).run
     running_attempt(engine, run.id, "s1")
     frozen.send(signal.SIGSTOP)
 
     taker = workers.start(db_url, lease=2)
-    [done] = all_settled(engine, [run.id], timeout=30)
-    assert done.status == RunStatus.SUCCEEDED
+    taker_id = registered(engine, taker)
+    wait_until(lambda: [a for a in engine.attempts(run.id)
+                        if a.worker_id == taker_id and a.status == "running"],
+               timeout=30, message="the new owner inside the first step")
 
     frozen.send(signal.SIGCONT)
     wait_until(lambda: "refused: direct transaction" in frozen.log_text(), timeout=20,
                message="the frozen worker tried its writes")
     wait_until(lambda: "lease lost" in frozen.log_text(), timeout=20,
                message="the frozen worker's step result was refused")
+    # refused by the fence, not because the new owner had finished the step already
+    assert engine.steps(run.id)[0].status == "running"
+
+    [done] = all_settled(engine, [run.id], timeout=30)
+    assert done.status == RunStatus.SUCCEEDED
 
     log = frozen.log_text()
     assert "refused: progress" in log and "progress accepted" not in log
     assert "direct transaction accepted" not in log
     # the business table holds exactly the new owner's rows
     effects = business.effect_rows(run.id)
-    assert [(row["step"], row["worker_pid"], row["lease_epoch"]) for row in effects] == [
-        (f"s{n}", taker.pid, done.lease_epoch) for n in range(1, 7)
+    assert {(row["worker_pid"], row["lease_epoch"]) for row in effects} == {
+        (taker.pid, done.lease_epoch)
+    }
+    # the new owner's own hold wrote directly once, and every step wrote with its result
+    assert [(row["step"], row["note"]) for row in effects] == [("s1", "direct")] + [
+        (f"s{n}", "with the result") for n in range(1, 7)
     ]
-    assert all(row["note"] == "with the result" for row in effects)
     # the frozen body did run (it just could not commit)
     assert (run.id, "s1", frozen.pid) in {
         (row["run_id"], row["step"], row["worker_pid"]) for row in business.executions()

@@ -20,7 +20,8 @@ from umt.engine.store.database import Database
 
 log = logging.getLogger("tests.engine.procs")
 
-#: ``steps`` input: {"steps": 6, "hold": {...} | None, "nap": {"after": 1, "duration": "3s"}}.
+#: ``steps`` input: {"steps": 6, "hold": {...} | [{...}, ...] | None,
+#: "nap": {"after": 1, "duration": "3s"}}.
 #: hold: {"step": "s2", "seconds": 30, "epoch": 1 | None, "check": bool} makes that step's body
 #: wait (in 0.1 s chunks, calling check() between them if "check") when executed at that lease
 #: epoch (None: always), then try progress and a direct fenced write, logging what was refused.
@@ -44,13 +45,16 @@ class Bodies:
         return {"run_id": step.run_id, "step": step.step_name, "attempt": step.attempt,
                 "lease_epoch": step.lease_epoch, "worker_pid": os.getpid(), "note": note}
 
-    def step(self, step: StepContext, hold: dict[str, Any] | None) -> dict[str, Any]:
+    def step(
+        self, step: StepContext, hold: dict[str, Any] | list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
         self.executed(step)
         log.info("step %s of run %s starts (attempt %d, epoch %d)", step.step_name, step.run_id,
                  step.attempt, step.lease_epoch)
-        if hold and hold["step"] == step.step_name and hold.get("epoch") in (None,
-                                                                           step.lease_epoch):
-            self.hold(step, hold)
+        holds = hold if isinstance(hold, list) else [hold] if hold else []
+        for one in holds:
+            if one["step"] == step.step_name and one.get("epoch") in (None, step.lease_epoch):
+                self.hold(step, one)
         step.step_transaction.execute(self.queries["insert_worker_effect"],
                                       self.effect(step, "with the result"))
         return {"step": step.step_name, "pid": os.getpid(), "epoch": step.lease_epoch}
