@@ -98,7 +98,8 @@ class SqliteDatabase(Database):
                     f"the SQLite database {self.path} (or its folder, which must hold the "
                     "-wal and -shm files) is not writable"
                 )
-            _check_header(self.path)
+            if not _holds_connections(self.path):
+                _check_header(self.path)
             return
         if not self._create:
             raise StoreUnavailable(f"no SQLite database at {self.path}")
@@ -130,6 +131,7 @@ class SqliteDatabase(Database):
                 raise
         with self._connections_lock:
             self._connections.append(connection)
+        _count_connections(self.path, +1)
         return connection
 
     def _connection(self) -> sqlite3.Connection:
@@ -176,6 +178,7 @@ class SqliteDatabase(Database):
         with self._connections_lock:
             for connection in self._connections:
                 connection.close()
+            _count_connections(self.path, -len(self._connections))
             self._connections.clear()
         self._local = threading.local()
 
@@ -184,6 +187,28 @@ class SqliteDatabase(Database):
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+#: Connections this process holds per database file. While there are any, the file must not
+#: be opened with ``open()``: its ``close()`` drops every POSIX lock SQLite holds on the file
+#: for the whole process, and another process closing its last connection would then delete
+#: the WAL under ours (SQLite's "How To Corrupt An SQLite Database File", 2.2).
+_open_connections: dict[str, int] = {}
+_open_connections_lock = threading.Lock()
+
+
+def _count_connections(path: Path, change: int) -> None:
+    key = os.path.realpath(path)
+    with _open_connections_lock:
+        count = _open_connections.get(key, 0) + change
+        if count > 0:
+            _open_connections[key] = count
+        else:
+            _open_connections.pop(key, None)
+
+
+def _holds_connections(path: Path) -> bool:
+    with _open_connections_lock:
+        return os.path.realpath(path) in _open_connections
 
 
 def _check_header(path: Path) -> None:
