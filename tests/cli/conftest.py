@@ -76,6 +76,7 @@ def isolated_env(tmp_path: Path) -> dict[str, str | None]:
     """No inherited UMT_* variable, XDG folders inside tmp_path, a closed qBittorrent port."""
     config = tmp_path / "config.toml"
     config.write_text("")
+    (tmp_path / "library").mkdir()
     env: dict[str, str | None] = {name: None for name in os.environ if name.startswith("UMT_")}
     env.update({
         "UMT_CONFIG": str(config),

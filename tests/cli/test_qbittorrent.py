@@ -133,3 +133,12 @@ def test_doctor_reports_hardlinks_across_missing_download_dir(
     assert result.exit_code == 1
     assert _checks(result.stdout)["hardlinks"] == "fail"
     assert json.loads(result.stdout)["checks"][-1]["fix"]
+
+
+def test_doctor_fails_on_a_missing_library_folder(qbt_cli: Cli, tmp_path: Path) -> None:
+    missing = tmp_path / "unmounted" / "library"
+    result = qbt_cli.invoke("doctor", "--json", env={"UMT_LIBRARY_DIR": str(missing)})
+    assert result.exit_code == 1
+    library = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "library")
+    assert library["status"] == "fail" and library["fix"].startswith(f"mkdir -p {missing}")
+    assert not missing.exists()

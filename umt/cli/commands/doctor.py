@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,18 +163,18 @@ def _hook_check(app: Application, qbt: QbtClient | None) -> Check:
 
 def _library_check(settings: Settings) -> Check:
     library = settings.library.dir
-    existing = _nearest_existing(library)
-    if existing is None or not existing.is_dir():
-        return Check("library", "fail", f"{library}: no existing parent folder",
-                     "set library.dir (UMT_LIBRARY_DIR) to a folder on the library disk")
+    if not library.is_dir():
+        # The importer never creates the root: a missing one usually is an unmounted disk.
+        return Check("library", "fail", f"{library} does not exist (is its disk mounted?)",
+                     f"mkdir -p {shlex.quote(str(library))} (or set library.dir / "
+                     "UMT_LIBRARY_DIR)")
     try:
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".umt-doctor-"):
+        with tempfile.NamedTemporaryFile(dir=library, prefix=".umt-doctor-"):
             pass
     except OSError as exc:
-        return Check("library", "fail", f"cannot write in {existing}: {exc.strerror or exc}",
-                     f"give this user write access to {existing} (or set library.dir)")
-    note = "" if existing == library else f" (does not exist yet; {existing} is writable)"
-    return Check("library", "ok", f"{library} is writable{note}")
+        return Check("library", "fail", f"cannot write in {library}: {exc.strerror or exc}",
+                     f"give this user write access to {library} (or set library.dir)")
+    return Check("library", "ok", f"{library} is writable")
 
 
 def _hardlink_check(settings: Settings, qbt: QbtClient | None) -> Check:
@@ -184,8 +185,10 @@ def _hardlink_check(settings: Settings, qbt: QbtClient | None) -> Check:
     if download_dir is None:
         return Check("hardlinks", "skip", "qBittorrent's download folder is unknown "
                      "(set qbittorrent.download_dir)")
-    library = _nearest_existing(settings.library.dir)
-    if not download_dir.is_dir() or library is None:
+    library = settings.library.dir
+    if not library.is_dir():
+        return Check("hardlinks", "skip", "the library folder does not exist")
+    if not download_dir.is_dir():
         return Check("hardlinks", "warn" if mode == "auto" else "fail",
                      f"{download_dir} is not visible from here",
                      "run umt on the machine (or in the container) that sees qBittorrent's "
@@ -227,13 +230,6 @@ def _try_hardlink(source_dir: Path, target_dir: Path) -> str | None:
                     link.unlink()
     except OSError as exc:
         return f"cannot hardlink from {source_dir} to {target_dir}: {exc.strerror or exc}"
-    return None
-
-
-def _nearest_existing(path: Path) -> Path | None:
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            return candidate
     return None
 
 

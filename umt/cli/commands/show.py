@@ -178,6 +178,8 @@ def _step_note(step: Step) -> str:
         return f"signal {step.signal_name}"
     if step.kind == "sleep" and step.wake_at is not None:
         return f"until {when(step.wake_at)}"
+    if step.status == "succeeded":
+        return ""  # an error recorded by an earlier, retried attempt is shown on that attempt
     return error_message(step.error) or ""
 
 
