@@ -106,8 +106,9 @@ class Application:
         raise CliError(message, EXIT_USAGE)
 
 
-#: Variables read by the command line itself rather than by the settings.
-CLI_ENV_VARS = frozenset({"UMT_DEBUG"})
+#: Variables read by the command line itself rather than by the settings (UMT_ENGINE_BREAK:
+#: the engine's test-only switches, see umt.engine.faults).
+CLI_ENV_VARS = frozenset({"UMT_DEBUG", "UMT_ENGINE_BREAK"})
 
 
 def cli_environment() -> dict[str, str]:
