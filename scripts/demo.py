@@ -41,6 +41,7 @@ def main() -> int:
         say("starting umt's own qbittorrent-nox client")
         client = QbtInstance.create(root / "client")
         client.start()
+        (root / "library").mkdir(exist_ok=True)
         config = write_config(root, client)
         umt = [str(Path(sys.executable).with_name("umt")), "--config", str(config)]
 

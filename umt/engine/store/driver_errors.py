@@ -61,6 +61,9 @@ def sqlite_errors(where: str) -> Iterator[None]:
 
 def _translate_sqlite_operational(exc: sqlite3.OperationalError, where: str) -> StoreError:
     message = str(exc)
+    code = getattr(exc, "sqlite_errorname", None)
+    if code and code not in message:
+        message = f"{message}, {code}"
     if "no such table" in message:
         return SchemaNotReady(f"the umt tables are missing in {where}; run `umt db migrate`")
     if "readonly" in message or "read-only" in message:

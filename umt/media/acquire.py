@@ -1,0 +1,99 @@
+"""The acquire workflow: submit-download → wait-download → copy-file → register → retention →
+cleanup, with compensation after a cancel or a final failure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from umt.engine import RetryPolicy, StepContext, Workflow, WorkflowContext
+from umt.media import downloads, library
+from umt.media.request import AcquireRequest
+from umt.media.results import Cleaned, Confirmation, Imported, Submitted
+from umt.media.services import AcquireServices
+from umt.records import catalog, ledger
+
+WORKFLOW_NAME = "acquire"
+WORKFLOW_VERSION = "1"
+
+#: qBittorrent may be restarting or briefly unreachable: keep trying for about an hour.
+QBITTORRENT_RETRY = RetryPolicy(
+    max_attempts=12, initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
+    max_interval=timedelta(minutes=10),
+)
+#: A full disk or a permission problem may be fixed by the user in the meantime.
+IMPORT_RETRY = RetryPolicy(
+    max_attempts=6, initial_interval=timedelta(seconds=10), backoff_coefficient=3.0,
+    max_interval=timedelta(minutes=30),
+)
+
+
+class DownloadTimedOut(Exception):
+    pass
+
+
+def build_acquire_workflow(services: Callable[[], AcquireServices]) -> Workflow:
+    """The workflow, with ``services`` called (lazily) only by steps that need qBittorrent."""
+
+    def qbt_step(
+        body: Callable[[StepContext, AcquireRequest, Any], Any], request: AcquireRequest
+    ) -> Callable[[StepContext], Any]:
+        return lambda step: body(step, request, services().qbittorrent)
+
+    def acquire(ctx: WorkflowContext, raw_input: Any) -> dict[str, Any]:
+        request = AcquireRequest.model_validate(raw_input)
+        submitted = ctx.step("submit-download", qbt_step(downloads.submit_download, request),
+                             retry=QBITTORRENT_RETRY, result_type=Submitted)
+        while True:
+            signal = ctx.wait_for_signal("wait-download", request.done_signal,
+                                         timeout=request.download_timeout)
+            if signal is None:
+                raise DownloadTimedOut(
+                    f"the download did not finish within {request.download_timeout}"
+                )
+            confirmation = ctx.step(
+                "confirm-download", qbt_step(downloads.confirm_download, request),
+                retry=QBITTORRENT_RETRY, result_type=Confirmation,
+            )
+            if confirmation.complete:
+                break
+        imported = ctx.step("copy-file", qbt_step(library.import_download, request),
+                            retry=IMPORT_RETRY, result_type=Imported)
+        ctx.step("register", lambda step: register(step, request, imported))
+        ctx.sleep("retention", request.retention)
+        cleaned = ctx.step("cleanup", qbt_step(downloads.cleanup_download, request),
+                           retry=QBITTORRENT_RETRY, result_type=Cleaned)
+        return {
+            "title": request.title,
+            "info_hash": request.info_hash,
+            "torrent": submitted.name,
+            "library_paths": [item.path for item in imported.files],
+            "size": imported.total_size,
+            "torrent_removed": cleaned.removed,
+        }
+
+    def compensate(ctx: WorkflowContext, raw_input: Any) -> None:
+        request = AcquireRequest.model_validate(raw_input)
+        ctx.step("discard-partial-imports", library.discard_partial_imports)
+        if "copy-file" not in ctx.main_results:
+            ctx.step("remove-torrent", qbt_step(downloads.remove_own_torrent, request),
+                     retry=QBITTORRENT_RETRY)
+
+    return Workflow(WORKFLOW_NAME, WORKFLOW_VERSION, acquire, compensate)
+
+
+def register(step: StepContext, request: AcquireRequest, imported: Imported) -> dict[str, Any]:
+    """Records the import in the catalog, in the same transaction as this step's result."""
+    item = catalog.CatalogItem(
+        run_id=step.run_id, title=request.title, info_hash=request.info_hash,
+        library_paths=[file.path for file in imported.files], size=imported.total_size,
+        content_hash=library.manifest_hash(imported.files),
+        import_method=",".join(sorted({file.method for file in imported.files})),
+        imported_at=step.now(),
+    )
+    catalog.add_with_result(step, item)
+    ledger.record_with_result(step, f"catalog:{step.run_id}", ledger.DONE, {
+        "title": item.title, "paths": item.library_paths,
+    })
+    return {"title": item.title, "library_paths": item.library_paths}

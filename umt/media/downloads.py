@@ -1,0 +1,134 @@
+"""Steps that talk to qBittorrent: submit, confirm, clean up, and undo a submit."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from umt.engine import PermanentError, StepContext
+from umt.media.qbittorrent import QbtClient, TorrentInfo
+from umt.media.request import AcquireRequest, run_tag
+from umt.media.results import Cleaned, Confirmation, Submitted
+from umt.records import ledger
+
+log = logging.getLogger(__name__)
+
+#: qBittorrent's API lags its finish hook by about 1.5 s; give it this long to catch up.
+CONFIRM_WINDOW_SECONDS = 30.0
+CONFIRM_POLL_SECONDS = 0.5
+
+
+def add_operation(info_hash: str) -> str:
+    return f"qbt-add:{info_hash}"
+
+
+def delete_operation(info_hash: str) -> str:
+    return f"qbt-delete:{info_hash}"
+
+
+def submit_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Submitted:
+    """Adds the torrent with umt's category and the run's tag, or adopts it if present.
+
+    Whether the torrent was there before this run is decided once, by the first attempt, and
+    kept in the ledger: a retried attempt that finds the torrent it added itself still knows
+    the torrent is the run's own.
+    """
+    operation = add_operation(request.info_hash)
+    entries = ledger.entries_of_operation(step, operation)
+    first_intent = ledger.last_entry(entries[:1], ledger.INTENT)
+    if first_intent is None:
+        present_before = qbt.find(request.info_hash) is not None
+        ledger.record(step, operation, ledger.INTENT, {"present_before": present_before})
+    else:
+        present_before = bool(first_intent.detail.get("present_before"))
+    step.check()
+    outcome = qbt.add(
+        request.torrent, category=request.category, tags=[run_tag(step.run_id)],
+        save_path=request.save_path,
+    )
+    ledger.record(step, operation, ledger.DONE, {
+        "outcome": outcome.status, "state": outcome.torrent.state,
+        "present_before": present_before,
+    })
+    return Submitted(
+        info_hash=request.info_hash, name=outcome.torrent.name, added_by_run=not present_before
+    )
+
+
+def confirm_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Confirmation:
+    """A done signal is only a wake-up: qBittorrent itself must say the torrent is complete."""
+    waited = 0.0
+    while True:
+        info = qbt.find(request.info_hash)
+        if info is None:
+            raise PermanentError(f"torrent {request.info_hash} is no longer in qBittorrent")
+        if info.is_complete:
+            return Confirmation(complete=True, state=info.state, progress=info.progress)
+        if waited >= CONFIRM_WINDOW_SECONDS:
+            log.info("run %s: torrent not complete yet (%s, %.0f%%); waiting again",
+                     step.run_id, info.state, info.progress * 100)
+            return Confirmation(complete=False, state=info.state, progress=info.progress)
+        step.sleep(CONFIRM_POLL_SECONDS)
+        waited += CONFIRM_POLL_SECONDS
+
+
+def added_by_this_run(step: StepContext, info_hash: str) -> bool:
+    entries = ledger.entries_of_operation(step, add_operation(info_hash))
+    first_intent = ledger.last_entry(entries[:1], ledger.INTENT)
+    return first_intent is not None and not first_intent.detail.get("present_before")
+
+
+def cleanup_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Cleaned:
+    """After retention: removes the torrent and its data, never the library copy.
+
+    A torrent umt did not add (it was present before, in another category) is left alone.
+    """
+    operation = delete_operation(request.info_hash)
+    info = qbt.find(request.info_hash)
+    if info is None:
+        ledger.record(step, operation, ledger.SKIPPED, {"reason": "already gone"})
+        return Cleaned(removed=False, reason="already gone")
+    if not added_by_this_run(step, request.info_hash) and info.category != request.category:
+        reason = f"not added by umt (category {info.category!r})"
+        ledger.record(step, operation, ledger.SKIPPED, {"reason": reason})
+        return Cleaned(removed=False, reason=reason)
+    return _delete(step, qbt, info, operation)
+
+
+def remove_own_torrent(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Cleaned:
+    """Compensation: removes the torrent and its data if this run added it."""
+    operation = delete_operation(request.info_hash)
+    if not added_by_this_run(step, request.info_hash):
+        ledger.record(step, operation, ledger.SKIPPED, {"reason": "not added by this run"})
+        return Cleaned(removed=False, reason="not added by this run")
+    info = qbt.find(request.info_hash)
+    if info is None:
+        ledger.record(step, operation, ledger.SKIPPED, {"reason": "already gone"})
+        return Cleaned(removed=False, reason="already gone")
+    return _delete(step, qbt, info, operation)
+
+
+def _delete(step: StepContext, qbt: QbtClient, info: TorrentInfo, operation: str) -> Cleaned:
+    ledger.record(step, operation, ledger.INTENT, {
+        "save_path": info.save_path, "content_path": info.content_path,
+    })
+    removed = qbt.delete(info.info_hash, delete_files=True)
+    _remove_empty_content_folder(info)
+    ledger.record(step, operation, ledger.DONE, {"removed": removed})
+    return Cleaned(removed=removed, reason="removed" if removed else "already gone")
+
+
+def _remove_empty_content_folder(info: TorrentInfo) -> None:
+    """qBittorrent leaves a multi-file torrent's emptied folder behind in some versions."""
+    if not info.content_path or not info.save_path:
+        return
+    content = Path(info.content_path)
+    save_root = Path(info.save_path).resolve()
+    try:
+        resolved = content.resolve()
+        inside = resolved != save_root and resolved.is_relative_to(save_root)
+        if inside and resolved.is_dir() and not any(resolved.iterdir()):
+            os.rmdir(resolved)
+    except OSError as exc:
+        log.info("left %s in place: %s", content, exc)

@@ -1,0 +1,63 @@
+"""What a run of the acquire workflow is asked to do: its input, fixed when it starts.
+
+The import settings are copied into the input so that a run finishes the way it was asked to,
+whatever the configuration says later; secrets (qBittorrent password, database URL) are never
+part of it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from umt.media.sources import TorrentSource
+
+ImportMode = Literal["auto", "hardlink", "copy"]
+VerifyMode = Literal["sha256", "size"]
+
+
+class AcquireRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: dict[str, Any]
+    info_hash: str
+    title: str
+    retention_seconds: float
+    download_timeout_seconds: float
+    category: str
+    save_path: str | None
+    library_dir: str
+    import_mode: ImportMode
+    naming_template: str
+    all_files: bool
+    verify: VerifyMode
+
+    @property
+    def torrent(self) -> TorrentSource:
+        return TorrentSource.from_json(self.source)
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(seconds=self.retention_seconds)
+
+    @property
+    def download_timeout(self) -> timedelta:
+        return timedelta(seconds=self.download_timeout_seconds)
+
+    @property
+    def done_signal(self) -> str:
+        return done_signal_name(self.info_hash)
+
+
+DONE_SIGNAL_PREFIX = "download-done:"
+
+
+def done_signal_name(info_hash: str) -> str:
+    """The signal qBittorrent's finish hook (or a reconcile pass) sends for a torrent."""
+    return f"{DONE_SIGNAL_PREFIX}{info_hash.lower()}"
+
+
+def run_tag(run_id: str) -> str:
+    return f"umt-{run_id}"

@@ -1,0 +1,43 @@
+"""The recorded results of the acquire workflow's steps."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Submitted(_Result):
+    info_hash: str
+    name: str | None
+    #: False when the torrent was already in qBittorrent before this run added it.
+    added_by_run: bool
+
+
+class Confirmation(_Result):
+    complete: bool
+    state: str | None
+    progress: float | None
+
+
+class ImportedFile(_Result):
+    source: str
+    path: str
+    size: int
+    sha256: str | None
+    method: str
+
+
+class Imported(_Result):
+    files: list[ImportedFile]
+
+    @property
+    def total_size(self) -> int:
+        return sum(item.size for item in self.files)
+
+
+class Cleaned(_Result):
+    removed: bool
+    reason: str
