@@ -46,8 +46,8 @@ def _timed(fn: Any, n: int) -> dict[str, float]:
     return {"median": round(median(values), 3), "p95": round(runner.pct(values, 0.95) or 0, 3)}
 
 
-def _explain_ms(conn: psycopg.Connection[Any], name: str, **params: Any) -> float:
-    plan = conn.execute(QUERIES[name].sql, params).fetchone()
+def _explain_ms(conn: psycopg.Connection[Any], query_name: str, **params: Any) -> float:
+    plan = conn.execute(QUERIES[query_name].sql, params).fetchone()
     assert plan is not None
     return float(next(iter(plan.values()))[0]["Execution Time"])
 

@@ -100,9 +100,11 @@ class Driver:
         return {"runIds": run_ids, "t0": t0, "t1": t1, "latenciesMs": latencies}
 
     def op_signal(self, req: dict[str, Any]) -> dict[str, Any]:
+        TRACE.clear()
         t_send = now_ms()
         began = time.perf_counter()
         result = self.engine.signal(req["name"], req.get("data"))
+        _report_slow("signal", (time.perf_counter() - began) * 1000)
         return {
             "tSend": t_send,
             "ms": (time.perf_counter() - began) * 1000,
@@ -147,6 +149,35 @@ class Driver:
         self.engine.close()
 
 
+#: ``UMT_BENCH_TRACE_SLOW_MS``: log the statements of any signal call slower than this to
+#: stderr (a diagnosis aid for latency outliers; the time not in a statement is the pool
+#: checkout, BEGIN and COMMIT).
+TRACE_SLOW_MS = float(os.environ.get("UMT_BENCH_TRACE_SLOW_MS") or 0)
+TRACE: list[tuple[str, float]] = []
+
+
+def _install_trace() -> None:
+    original = psycopg.Connection.execute
+
+    def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return original(self, query, *args, **kwargs)
+        finally:
+            text = " ".join(str(query).split())[:60]
+            TRACE.append((text, (time.perf_counter() - began) * 1000))
+
+    psycopg.Connection.execute = execute  # type: ignore[method-assign]
+
+
+def _report_slow(what: str, total_ms: float) -> None:
+    if TRACE_SLOW_MS and total_ms > TRACE_SLOW_MS:
+        steps = "; ".join(f"{ms:.1f} ms {text}" for text, ms in TRACE)
+        in_statements = sum(ms for _, ms in TRACE)
+        print(f"slow {what}: {total_ms:.1f} ms, {in_statements:.1f} ms in statements: {steps}",
+              file=sys.stderr, flush=True)
+
+
 def _git(where: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True,
@@ -172,6 +203,8 @@ def _reply(message: dict[str, Any]) -> None:
 
 
 def main() -> int:
+    if TRACE_SLOW_MS:
+        _install_trace()
     driver = Driver(os.environ["BENCH_DB_URL"])
     _reply({"ready": True})
     try:
