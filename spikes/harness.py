@@ -463,7 +463,7 @@ class Case:
                 with contextlib.suppress(ValueError):
                     detail = json.loads(detail)
             if isinstance(detail, dict):
-                detail = {k: v for k, v in detail.items() if k not in ("created_dirs",)}
+                detail = _shown_detail(detail)
             run = str(e["run_id"])[:8]
             operation = self.shorten(str(e["operation"])).replace(str(e["run_id"]), run)
             operation = re.sub(r"\b([0-9a-f]{8})[0-9a-f]{32}\b", r"\1…", operation)
@@ -477,6 +477,19 @@ class Case:
                 f"{self.shorten(compact(detail, 160))}"
             )
         self.section.block(lines)
+
+
+#: Ledger detail keys shown first (the long ones, paths and hashes, last and shortened).
+_DETAIL_ORDER = ("recovered", "outcome", "present_before", "removed", "reason", "attempt",
+                 "epoch", "pid", "method", "mode", "size", "removed_partial", "sha256")
+
+
+def _shown_detail(detail: dict[str, Any]) -> dict[str, Any]:
+    shown = {k: detail[k] for k in _DETAIL_ORDER if k in detail}
+    shown.update({k: v for k, v in detail.items() if k not in shown and k != "created_dirs"})
+    if isinstance(shown.get("sha256"), str):
+        shown["sha256"] = shown["sha256"][:12] + "…"
+    return shown
 
 
 #: Columns SQLite keeps as JSON text (PostgreSQL's jsonb comes back decoded).

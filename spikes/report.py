@@ -63,8 +63,8 @@ class Section:
     # ------------------------------------------------------------------ rendering
 
     def markdown(self) -> str:
-        parts = [f"## ({self.key}) {self.title} — {self.status}", ""]
-        meta = f"{self.backend} · {self.seconds:.1f} s"
+        parts = [f"## ({self.key}) {self.title} — {self.backend}: {self.status}", ""]
+        meta = f"{self.seconds:.1f} s"
         if self.setup:
             meta += f" · {self.setup}"
         parts += [f"_{meta}_", ""]
