@@ -36,6 +36,7 @@ import fcntl
 import hashlib
 import os
 import queue
+import re
 import stat
 import threading
 import time
@@ -88,6 +89,10 @@ _CREATE_PARTIAL = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 _IO_SLICE = 128 * 1024
 _HASH_GROUP = 1024 * 1024
 _NAME_MAX = 255
+#: Who writes a temporary file (the workflow passes ``e<lease epoch>``).
+_OWNER = re.compile(r"[a-z][0-9]+")
+#: Bytes kept free in a temporary name for the owner and the suffix.
+_PARTIAL_ROOM = 40
 # A hardlink cannot be made here, but a reflink or a copy still can (auto mode only).
 _LINK_UNAVAILABLE = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP})
 _REFLINK_UNAVAILABLE = frozenset(
@@ -150,6 +155,7 @@ def import_file(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     overwrite: bool = False,
     before_rename: BeforeRename | None = None,
+    owner: str = "",
 ) -> ImportResult:
     """Import ``src`` as ``dest``, whose folder must exist (see :func:`ensure_dir_inside`).
 
@@ -165,7 +171,7 @@ def import_file(
     within one chunk; ``progress`` at most every 0.5 s and once at the end.
     """
     _validate_arguments(mode, verify, chunk_size)
-    publish = _Publisher(dest, before_rename or _nothing_to_do, progress)
+    publish = _Publisher(dest, owner, before_rename or _nothing_to_do, progress)
     with _translated_os_errors(dest.parent, src):
         check()
         size = _source_size(src)
@@ -175,7 +181,7 @@ def import_file(
             return linked
         if os.path.lexists(dest) and not overwrite:
             raise DestinationExists(f"{dest} already exists; umt does not overwrite it")
-        remove_stray_partial(dest)
+        remove_stray_partial(dest, owner)
         if mode == "hardlink":
             return _import_by_hardlink(src, publish)
         if mode == "auto" and _same_device(src, dest.parent):
@@ -210,23 +216,49 @@ def verify_existing(dest: Path, *, size: int, sha256: str | None, full_check: bo
     return True
 
 
-def partial_path(dest: Path) -> Path:
-    """The deterministic temporary name of ``dest`` while it is written: ``.<name>.umt-partial``.
+def partial_path(dest: Path, owner: str = "") -> Path:
+    """The temporary name of ``dest`` while ``owner`` writes it: ``.<name>.<owner>.umt-partial``.
 
-    Too long a name is shortened with a digest of the full name, so it stays deterministic.
+    Each writer (the workflow passes its lease epoch) has a name of its own, so a worker that
+    lost the run and wakes up cleans up only its own file, never the new owner's. Too long a
+    name is shortened with a digest of the full name, so it stays deterministic.
     """
-    name = f".{dest.name}{PARTIAL_SUFFIX}"
-    if len(os.fsencode(name)) <= _NAME_MAX:
-        return dest.with_name(name)
+    if owner and not _OWNER.fullmatch(owner):
+        raise ValueError(f"owner {owner!r} must be a letter and digits, like 'e12'")
+    infix = f".{owner}" if owner else ""
+    return dest.with_name(f"{_partial_stem(dest)}{infix}{PARTIAL_SUFFIX}")
+
+
+def _partial_stem(dest: Path) -> str:
+    stem = f".{dest.name}"
+    if len(os.fsencode(stem)) <= _NAME_MAX - _PARTIAL_ROOM:
+        return stem
     digest = hashlib.sha256(os.fsencode(dest.name)).hexdigest()[:16]
-    room = _NAME_MAX - len(f".-{digest}{PARTIAL_SUFFIX}")
+    room = _NAME_MAX - _PARTIAL_ROOM - len(f".-{digest}")
     head = os.fsencode(dest.name)[:room].decode("utf-8", "ignore")
-    return dest.with_name(f".{head}-{digest}{PARTIAL_SUFFIX}")
+    return f".{head}-{digest}"
 
 
-def remove_stray_partial(dest: Path) -> bool:
-    """Remove the temporary file an interrupted import of ``dest`` left behind; True if any."""
-    return _remove_if_present(partial_path(dest))
+def remove_stray_partial(dest: Path, owner: str | None = None) -> bool:
+    """Remove temporary files interrupted imports of ``dest`` left behind; True if any.
+
+    With ``owner``, only that writer's file; without, every writer's (call it only while
+    holding the run, e.g. right after a fenced ledger write).
+    """
+    if owner is not None:
+        return _remove_if_present(partial_path(dest, owner))
+    pattern = re.compile(
+        re.escape(_partial_stem(dest)) + rf"(\.{_OWNER.pattern})?" + re.escape(PARTIAL_SUFFIX)
+    )
+    removed = False
+    try:
+        names = os.listdir(dest.parent)
+    except FileNotFoundError:
+        return False
+    for name in names:
+        if pattern.fullmatch(name):
+            removed = _remove_if_present(dest.parent / name) or removed
+    return removed
 
 
 def resolve_inside(path: Path, root: Path) -> Path:
@@ -601,9 +633,11 @@ def _ensure_space(folder: Path, needed: int, src: Path) -> None:
 class _Publisher:
     """Renames the complete temporary file into place, after the caller's ``before_rename``."""
 
-    def __init__(self, dest: Path, before_rename: BeforeRename, progress: ProgressFn) -> None:
+    def __init__(
+        self, dest: Path, owner: str, before_rename: BeforeRename, progress: ProgressFn
+    ) -> None:
         self.dest = dest
-        self.partial = partial_path(dest)
+        self.partial = partial_path(dest, owner)
         self.progress = progress
         self._before_rename = before_rename
 

@@ -108,7 +108,6 @@ def _import_one(
     finished = _finished_import(step, operation, entries, destination)
     if finished is not None:
         return finished
-    removed_partial = remove_stray_partial(destination)
     if os.path.lexists(destination):
         raise PermanentError(
             f"{destination} already exists in the library and was not imported by this run; "
@@ -118,8 +117,11 @@ def _import_one(
     size = source.stat().st_size
     ledger.record(step, operation, ledger.INTENT, {
         "source": str(source), "size": size, "mode": request.import_mode,
-        "created_dirs": [str(path) for path in created], "removed_partial": removed_partial,
+        "created_dirs": [str(path) for path in created],
     })
+    # Only now, holding the run (the intent write was fenced), may earlier writers' temporary
+    # files go; a writer that lost the run only ever removes its own.
+    remove_stray_partial(destination)
 
     def before_rename(result: ImportResult) -> None:
         ledger.record(step, operation, ledger.VERIFIED, _detail(source, result))
@@ -129,6 +131,7 @@ def _import_one(
             source, destination, mode=request.import_mode, check=step.check,
             progress=lambda done, total: step.progress(done, total, file=destination.name),
             verify=request.verify, before_rename=before_rename,
+            owner=f"e{step.lease_epoch}",
         )
     except CrossDevice as exc:
         raise PermanentError(str(exc)) from exc
