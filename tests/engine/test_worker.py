@@ -203,6 +203,38 @@ def test_the_heartbeat_keeps_a_long_step_leased(engine: Engine, run_worker: Any)
     assert [a.status for a in engine.attempts(run.id)] == ["succeeded"]
 
 
+def test_a_worker_whose_own_lease_ran_out_takes_the_run_over_once(
+    engine: Engine, run_worker: Any
+) -> None:
+    """A worker starved of heartbeats (a frozen process) claims its own run again: the stale
+    execution stops and the new one keeps its lease; the run is not claimed over and over."""
+    heartbeats_back = threading.Event()
+
+    def long(step: StepContext) -> int:
+        for _ in range(40):
+            step.sleep(0.1)  # 4 s against a 2 s lease
+        return step.lease_epoch
+
+    workflow = Workflow("starved", "1", lambda ctx, _: ctx.step("long", long))
+    run = engine.start(workflow).run
+    thread = run_worker([workflow])
+    real_extend = thread.worker._extend_leases
+
+    def frozen_then_back() -> None:
+        if heartbeats_back.is_set():
+            real_extend()
+
+    thread.worker._extend_leases = frozen_then_back  # type: ignore[method-assign]
+    wait_until_epoch = time.monotonic() + 20
+    while engine.get(run.id).lease_epoch < 2 and time.monotonic() < wait_until_epoch:
+        time.sleep(0.05)
+    heartbeats_back.set()
+
+    done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=30)
+    assert done.output == 2, "finished by the second claim, which kept its lease"
+    assert [a.status for a in engine.attempts(run.id)] == ["interrupted", "succeeded"]
+
+
 def test_progress_is_persisted_with_the_attempt(engine: Engine, run_worker: Any) -> None:
     reported = threading.Event()
     release = threading.Event()

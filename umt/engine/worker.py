@@ -208,7 +208,14 @@ class Worker:
         thread = threading.Thread(target=self._execute, args=(execution,),
                                   name=f"umt-run-{claim.run.id[:8]}", daemon=True)
         with self._lock:
+            stale = self._executions.get(claim.run.id)
             self._executions[claim.run.id] = execution
+        if stale is not None:
+            # This worker's own lease on the run ran out while it executed it (the process was
+            # frozen, or starved) and it claimed the run again: the older execution is stale.
+            log.warning("run %s: lease had expired under this worker; continuing at epoch %d",
+                        claim.run.id, claim.fence.epoch)
+            stale.interrupts.set(Interrupts.LEASE_LOST)
         thread.start()
 
     def _execute(self, execution: RunExecution) -> Outcome:
@@ -222,7 +229,8 @@ class Worker:
             raise
         finally:
             with self._lock:
-                self._executions.pop(run_id, None)
+                if self._executions.get(run_id) is execution:
+                    del self._executions[run_id]
                 self._report.executed += 1
                 self._report.outcomes[outcome.value] = (
                     self._report.outcomes.get(outcome.value, 0) + 1
