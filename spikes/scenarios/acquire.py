@@ -540,8 +540,8 @@ def frozen_mid_copy(case: Case) -> None:
     case.section.summary = (
         "Worker A copies a 64 MiB film at 16 MB/s and is frozen (SIGSTOP). Its 2 s lease "
         "expires; worker B takes the run over and starts the copy again (each writer has a "
-        "temporary name of its own). A is resumed while B is still copying: A must stop without touching B's "
-        "temporary file, and B's copy must complete on its first attempt.")
+        "temporary name of its own). A is resumed while B is still copying: A must stop "
+        "without touching B's temporary file, and B's copy must complete on its first attempt.")
     case.configure(lease="2s", poll="0.5s")
     migrate(case)
     fake = case.fake_qbittorrent()
