@@ -94,6 +94,9 @@ class Database(ABC):
     notifies: ClassVar[bool]
     #: Whether workers on several hosts may share this database.
     multi_host: ClassVar[bool]
+    #: Queries of this backend's file that the other backend's file does not have (every other
+    #: query has a twin of the same name there; tests/engine/test_queries.py checks it).
+    queries_without_twin: ClassVar[frozenset[str]]
 
     def __init__(self, queries: QuerySet) -> None:
         self.queries = queries
@@ -111,6 +114,18 @@ class Database(ABC):
     @abstractmethod
     def join(self, connection: Any) -> AbstractContextManager[Session]:
         """A session on a caller's connection, inside the caller's open transaction."""
+
+    @abstractmethod
+    def fast_path(
+        self, query_name: str, params: Mapping[str, object], session: Session | None = None
+    ) -> list[Row] | None:
+        """Runs the one-statement form of a hot store operation (a query ``<name>_fast``) and
+        returns its rows, or returns ``None`` when this backend has no such form.
+
+        In autocommit, or in ``session`` when the caller needs a transaction around it. An
+        empty result means the statement's condition did not hold and nothing was written;
+        ``Store`` then takes its transactional path either way, which decides precisely.
+        """
 
     @abstractmethod
     def listener(self) -> Listener: ...

@@ -67,6 +67,7 @@ class SqliteDatabase(Database):
     dialect = "sqlite"
     notifies = False
     multi_host = False
+    queries_without_twin = frozenset()
 
     def __init__(
         self,
@@ -164,6 +165,14 @@ class SqliteDatabase(Database):
             "joining a caller's transaction is supported on PostgreSQL only; on SQLite use "
             "the engine's own transaction"
         )
+
+    def fast_path(
+        self, query_name: str, params: Mapping[str, object], session: Session | None = None
+    ) -> list[Row] | None:
+        # None: the store takes its transactional path. SQLite runs in this process, so the
+        # statements of a transaction cost no round trips, and it has no data-modifying CTEs
+        # that would let one statement write several tables anyway.
+        return None
 
     def data_version(self) -> int:
         """Changes whenever another connection commits to the file."""

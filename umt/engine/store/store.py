@@ -4,6 +4,11 @@ Each public method is one transaction. Methods that a worker calls while executi
 ``Fence`` and check, inside that same transaction, that the worker still holds the run's lease
 at the epoch it claimed; otherwise nothing is written and ``LeaseLost`` (or ``RunCanceled``) is
 raised.
+
+The hot operations (a submit, a claim, a step's begin and end, parking, a run's end, a signal)
+first try the backend's one-statement form (``Database.fast_path``: fence check, writes and
+notification in one statement); when it has none, or its condition did not hold, the method
+goes on with its transactional path, which is the reference and decides the precise outcome.
 """
 
 from __future__ import annotations
@@ -41,7 +46,13 @@ from umt.engine.models import (
     Step,
     WaitingRun,
 )
-from umt.engine.store.database import CANCEL_CHANNEL, WORK_CHANNEL, Database, Row, Session
+from umt.engine.store.database import (
+    CANCEL_CHANNEL,
+    WORK_CHANNEL,
+    Database,
+    Row,
+    Session,
+)
 from umt.engine.store.driver_errors import UniqueViolation
 from umt.engine.store.queries import Query
 
@@ -163,6 +174,9 @@ class Store:
 
         if session is not None:
             return create(session)
+        row = self._fast("insert_run_fast", **params)
+        if row is not None:
+            return StartResult(Run.from_row(row), created=True)
         with self.database.transaction() as own_session:
             return create(own_session)
 
@@ -254,23 +268,34 @@ class Store:
     ) -> SignalResult:
         data_json = canonical_json(data)
         now = self.clock.now()
+        expires_at = now + (ttl or self.signal_ttl)
+        signal_id = str(uuid.uuid4())
+        payload = canonical_json({"signal_id": signal_id, "name": name, "data": data})
         with self.database.transaction() as session:
             session.rows("lock_signal_name", name=name)
+            if idempotency_key is None and run_id is None:
+                # After the lock, as a statement of its own: it must see a run that started
+                # waiting while this sender waited for the lock.
+                sent = self.database.fast_path("send_signal_fast", {
+                    "id": signal_id, "name": name, "data": data_json, "payload": payload,
+                    "now": now, "expires_at": expires_at,
+                }, session)
+                if sent:
+                    fast_delivered = tuple(sent[0]["delivered_to"])
+                    return SignalResult(signal_id, name, fast_delivered,
+                                        kept=not fast_delivered, duplicate=False)
             if idempotency_key is not None:
                 earlier = session.row("signal_by_key", idempotency_key=idempotency_key)
                 if earlier is not None:
                     return _duplicate_outcome(earlier, name, run_id, data_json, idempotency_key)
             if run_id is not None:
                 _require_signalable(session, run_id)
-            signal_id = str(uuid.uuid4())
-            payload = canonical_json({"signal_id": signal_id, "name": name, "data": data})
             delivered = self._deliver(session, name, run_id, payload, now)
             session.rows(
                 "insert_signal", id=signal_id, name=name, target_run_id=run_id, data=data_json,
                 idempotency_key=idempotency_key,
                 status="delivered" if delivered else "kept",
-                delivered_to=canonical_json(delivered), now=now,
-                expires_at=now + (ttl or self.signal_ttl),
+                delivered_to=canonical_json(delivered), now=now, expires_at=expires_at,
                 delivered_at=now if delivered else None,
             )
         return SignalResult(signal_id, name, tuple(delivered), kept=not delivered, duplicate=False)
@@ -356,11 +381,22 @@ class Store:
         if limit <= 0 or not workflow_keys:
             return []
         now = self.clock.now()
+        params: dict[str, object] = {
+            "worker_id": worker_id, "workflow_keys": list(workflow_keys), "limit": limit,
+            "now": now, "lease_expires_at": now + lease,
+        }
+        claimed = self.database.fast_path("claim_runs_fast", params)
+        if claimed is not None:
+            # Only a run claimed before can have recorded steps: a first claim reads nothing
+            # more. The claim has committed; only this worker writes these runs' steps now.
+            again = [row["id"] for row in claimed if row["claimed_before"]]
+            step_rows: list[Row] = []
+            if again:
+                with self.database.autocommit() as session:
+                    step_rows = session.rows("steps_of_runs", run_ids=again)
+            return [_claim_from(row, worker_id, step_rows) for row in claimed]
         with self.database.transaction() as session:
-            rows = session.rows(
-                "claim_runs", worker_id=worker_id, workflow_keys=list(workflow_keys),
-                limit=limit, now=now, lease_expires_at=now + lease,
-            )
+            rows = session.rows("claim_runs", **params)
             if not rows:
                 return []
             run_ids = [row["id"] for row in rows]
@@ -428,6 +464,10 @@ class Store:
     def begin_step(self, fence: Fence, position: int, name: str) -> tuple[int, int]:
         """Records that an attempt of a step starts. Returns (attempt id, attempt number)."""
         now = self.clock.now()
+        fast = self._fast("begin_step_fast", **self._fenced_step_key(fence, position), name=name,
+                          now=now)
+        if fast is not None:
+            return int(fast["id"]), int(fast["attempt"])
         with self.fenced(fence) as session:
             key = self._step_key(fence, position)
             step = session.row("get_step", **key)
@@ -454,14 +494,29 @@ class Store:
     ) -> None:
         """Commits a step's result together with the step's buffered business statements."""
         now = self.clock.now()
-        with self.fenced(fence) as session:
+        result_json = canonical_json(result)
+        params = {**self._fenced_step_key(fence, position), "attempt_id": attempt_id,
+                  "result": result_json, "now": now}
+        if not statements and self._fast("complete_step_fast", **params) is not None:
+            return
+        with self.database.transaction() as session:
+            # Business statements need a transaction; the one-statement form still saves the
+            # fence read, the step read and two writes in it.
+            done = (self.database.fast_path("complete_step_fast", params, session)
+                    if statements else None)
+            if done:
+                if done[0]["completed"]:
+                    for statement in statements:
+                        session.execute(statement.query, statement.params)
+                return
+            self._check_fence(session, fence)
             key = self._step_key(fence, position)
             step = session.row("get_step", **key)
             if step is not None and step["status"] == "succeeded":
                 return  # a retried commit whose first try did commit
             for statement in statements:
                 session.execute(statement.query, statement.params)
-            session.rows("succeed_step", **key, result=canonical_json(result), now=now)
+            session.rows("succeed_step", **key, result=result_json, now=now)
             session.rows("finish_attempt", attempt_id=attempt_id, status="succeeded", now=now,
                          error=None)
 
@@ -489,9 +544,12 @@ class Store:
     def start_sleep(self, fence: Fence, position: int, name: str, wake_at: datetime) -> bool:
         """Records a durable timer. Returns whether the run is now parked (False: already due)."""
         now = self.clock.now()
+        due = wake_at <= now
+        if self._fast("start_sleep_fast", **self._fenced_step_key(fence, position), name=name,
+                      wake_at=wake_at, park=not due, now=now) is not None:
+            return not due
         with self.fenced(fence) as session:
             key = self._step_key(fence, position)
-            due = wake_at <= now
             session.rows("insert_step", **key, name=name, kind="sleep",
                          status="succeeded" if due else "sleeping", result=None,
                          signal_name=None, wake_at=wake_at, now=now,
@@ -503,12 +561,18 @@ class Store:
     def finish_parked_step(self, fence: Fence, position: int, status: str) -> None:
         """A timer fired (``succeeded``) or a signal wait timed out (``timed_out``)."""
         now = self.clock.now()
+        if self._fast("set_step_status_fast", **self._fenced_step_key(fence, position),
+                      status=status, now=now, finished_at=now) is not None:
+            return
         with self.fenced(fence) as session:
             session.rows("set_step_status", **self._step_key(fence, position), status=status,
                          now=now, finished_at=now)
 
     def park_again(self, fence: Fence, status: str, due_at: datetime) -> None:
         """The run was claimed before its timer: park it again without doing anything."""
+        if self._fast("release_run_fast", **self._fence_key(fence), status=status,
+                      due_at=due_at, now=self.clock.now()) is not None:
+            return
         with self.fenced(fence) as session:
             self._release(session, fence, status=status, due_at=due_at)
 
@@ -550,9 +614,13 @@ class Store:
         return None
 
     def complete_run(self, fence: Fence, output: Any) -> None:
+        output_json = canonical_json(output)
+        now = self.clock.now()
+        if self._fast("complete_run_fast", **self._fence_key(fence), output=output_json,
+                      now=now) is not None:
+            return
         with self.fenced(fence) as session:
-            session.rows("complete_run", run_id=fence.run_id, output=canonical_json(output),
-                         now=self.clock.now())
+            session.rows("complete_run", run_id=fence.run_id, output=output_json, now=now)
 
     def fail_run(self, fence: Fence, error: dict[str, Any], *, compensate: bool) -> None:
         with self.fenced(fence) as session:
@@ -611,9 +679,23 @@ class Store:
         if row is not None and due_at is not None:
             self.database.notify(session, WORK_CHANNEL, row["workflow_key"])
 
+    def _fast(self, query_name: str, /, **params: object) -> Row | None:
+        """The first row of an operation's one-statement form in autocommit; ``None``: the
+        backend has none, or its condition did not hold (then take the transactional path)."""
+        rows = self.database.fast_path(query_name, params)
+        return rows[0] if rows else None
+
     @staticmethod
     def _step_key(fence: Fence, position: int) -> dict[str, object]:
         return {"run_id": fence.run_id, "phase": fence.phase, "position": position}
+
+    @staticmethod
+    def _fence_key(fence: Fence) -> dict[str, object]:
+        return {"run_id": fence.run_id, "worker_id": fence.worker_id, "lease_epoch": fence.epoch}
+
+    @classmethod
+    def _fenced_step_key(cls, fence: Fence, position: int) -> dict[str, object]:
+        return {**cls._fence_key(fence), "phase": fence.phase, "position": position}
 
 
 def _require_signalable(session: Session, run_id: str) -> None:

@@ -1,5 +1,8 @@
 -- The engine's named queries, SQLite dialect. Every query has a twin with the same name in
--- postgresql.sql (except notify: SQLite has no notifications, workers watch PRAGMA data_version).
+-- postgresql.sql. PostgreSQL has a few more (PostgresDatabase.queries_without_twin): notify
+-- (SQLite has no notifications, workers watch PRAGMA data_version), the migration lock, and the
+-- one-statement forms <name>_fast of the hot operations (here a transaction of several
+-- statements costs no round trips: the database runs in this process).
 -- Lists arrive as JSON arrays and are read with json_each. Writers are serialized by
 -- BEGIN IMMEDIATE, which takes the place of row locks and SKIP LOCKED.
 
