@@ -15,7 +15,7 @@ from psycopg import sql
 
 from tests.engine.conftest import Effects, drain
 from umt.engine import Engine, FakeClock, RunStatus, Workflow
-from umt.engine.store.database import WORK_CHANNEL, Database, Row, Session
+from umt.engine.store.database import WORK_CHANNEL, WORKERS_CHANNEL, Database, Row, Session
 from umt.engine.store.postgres import PostgresDatabase
 from umt.engine.store.store import Store
 
@@ -121,7 +121,8 @@ def test_a_run_claimed_before_its_timer_is_parked_again(
 
 def _listening(db_url: str, database: PostgresDatabase) -> Iterator[psycopg.Connection[Any]]:
     connection = psycopg.connect(db_url, autocommit=True)
-    connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(database.channel(WORK_CHANNEL))))
+    for name in (WORK_CHANNEL, WORKERS_CHANNEL):
+        connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(database.channel(name))))
     yield connection
     connection.close()
 
@@ -143,7 +144,9 @@ def test_the_fast_paths_notify(engine: Engine, db_url: str, clock: FakeClock) ->
         assert _received(connection) == [("work", workflow.key)]
         worker = clocked.worker([workflow])
         worker.drain()  # parks in its sleep: the new due time wakes other workers
-        assert _received(connection)[-1] == ("work", workflow.key)
+        received = _received(connection)
+        assert ("workers", worker.identity.host_key) in received
+        assert received[-1] == ("work", workflow.key)
         clock.advance(timedelta(seconds=11))
         clocked.worker([workflow]).drain()
         _received(connection)

@@ -22,7 +22,7 @@ from umt.engine.errors import StoreUnavailable, UnknownWorkflow
 from umt.engine.execution import ExecutionSettings, Outcome, RunExecution
 from umt.engine.hostinfo import ProcessIdentity, current_process, process_alive
 from umt.engine.models import MAIN, RunStatus
-from umt.engine.store.database import CANCEL_CHANNEL
+from umt.engine.store.database import CANCEL_CHANNEL, WORKERS_CHANNEL
 from umt.engine.store.store import Claim, Store, WorkerRecord
 from umt.engine.workflow import Registry
 
@@ -40,10 +40,14 @@ class WorkerOptions:
     #: On stop: how long in-flight steps may run before they are told to hand back.
     grace_period: timedelta = timedelta(seconds=10)
     progress_interval: timedelta = timedelta(seconds=1)
-    #: How often the list of other workers on this host is re-read from the database. A
-    #: sibling that registered after the last reading and died is only noticed after the next
-    #: one, so this bounds how late a same-host takeover can be (one indexed query each time).
-    sibling_refresh: timedelta = timedelta(seconds=5)
+    #: The list of other workers on this host is re-read when one registers (PostgreSQL: its
+    #: notification; SQLite: any change of the file, at most every ``sibling_recheck``), and
+    #: at least this often in case such a wake-up was missed. A sibling that registered after
+    #: the last reading and died is only noticed after the next one.
+    sibling_refresh: timedelta = timedelta(seconds=60)
+    #: SQLite, which has no notifications: how soon after a change of the file (it may be a
+    #: registration) the list is re-read. Bounds the cost while the file changes all the time.
+    sibling_recheck: timedelta = timedelta(seconds=5)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -91,7 +95,11 @@ class Worker:
         self._stop_heartbeat = threading.Event()
         self._abandon = threading.Event()
         self._siblings: list[WorkerRecord] = []
-        self._siblings_read_at = 0.0
+        self._siblings_read_at = float("-inf")  # time.monotonic() of the last reading
+        #: A worker on this host registered, or notifications may have been missed: re-read.
+        self._siblings_stale = threading.Event()
+        #: The database changed (SQLite): re-read once ``sibling_recheck`` has passed.
+        self._database_changed = threading.Event()
         self._report = DrainReport()
 
     # ------------------------------------------------------------------ public
@@ -246,7 +254,15 @@ class Worker:
             if held:
                 self._verify_leases.set()
             return
+        if channel == WORKERS_CHANNEL:
+            # No wake-up: the next pass of the claim loop re-reads the list.
+            if payload == self.identity.host_key:
+                self._siblings_stale.set()
+            return
+        if channel == "listening":  # PostgreSQL: (re)connected; registrations may be missed
+            self._siblings_stale.set()
         if channel == "changed":  # SQLite: some other connection committed
+            self._database_changed.set()
             with self._lock:
                 holding = bool(self._executions)
             if holding:
@@ -322,8 +338,21 @@ class Worker:
 
     def _reap_dead_siblings(self) -> None:
         now = time.monotonic()
-        if now - self._siblings_read_at >= self.options.sibling_refresh.total_seconds():
-            self._siblings = self.store.live_workers_on_host(self.id, self.identity.host_key)
+        age = now - self._siblings_read_at
+        if (
+            self._siblings_stale.is_set()
+            or age >= self.options.sibling_refresh.total_seconds()
+            or (self._database_changed.is_set()
+                and age >= self.options.sibling_recheck.total_seconds())
+        ):
+            # Cleared before reading: a registration announced meanwhile is read next time.
+            self._siblings_stale.clear()
+            self._database_changed.clear()
+            try:
+                self._siblings = self.store.live_workers_on_host(self.id, self.identity.host_key)
+            except StoreUnavailable:
+                self._siblings_stale.set()
+                raise
             self._siblings_read_at = now
         dead = [w for w in self._siblings if not process_alive(w.pid, w.process_start)]
         if not dead:

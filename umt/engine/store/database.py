@@ -16,9 +16,11 @@ from umt.engine.store.queries import Query, QuerySet
 
 Row = dict[str, Any]
 
-#: Notification channels: something became due / a run was canceled (payload: its id).
+#: Notification channels: something became due / a run was canceled (payload: its id) / a
+#: worker registered (payload: its host key).
 WORK_CHANNEL = "work"
 CANCEL_CHANNEL = "cancel"
+WORKERS_CHANNEL = "workers"
 NotificationHandler = Callable[[str, str], None]
 
 

@@ -17,6 +17,7 @@ from psycopg_pool import ConnectionPool
 from umt.engine.store.database import (
     CANCEL_CHANNEL,
     WORK_CHANNEL,
+    WORKERS_CHANNEL,
     Database,
     Listener,
     NotificationHandler,
@@ -177,7 +178,7 @@ class PostgresDatabase(Database):
             return own_session.rows(query_name, **params)
 
     def listener(self) -> Listener:
-        return PostgresListener(self, [WORK_CHANNEL, CANCEL_CHANNEL])
+        return PostgresListener(self, [WORK_CHANNEL, CANCEL_CHANNEL, WORKERS_CHANNEL])
 
     def close(self) -> None:
         if self._opened:

@@ -49,6 +49,7 @@ from umt.engine.models import (
 from umt.engine.store.database import (
     CANCEL_CHANNEL,
     WORK_CHANNEL,
+    WORKERS_CHANNEL,
     Database,
     Row,
     Session,
@@ -349,6 +350,8 @@ class Store:
                 process_start=process_start, workflows=canonical_json(list(workflows)),
                 now=self.clock.now(),
             )
+            # Running workers on that host re-read their list of siblings (Worker).
+            self.database.notify(session, WORKERS_CHANNEL, host_key)
 
     def touch_worker(self, worker_id: str) -> None:
         with self.database.autocommit() as session:
