@@ -39,6 +39,7 @@ def _workflow(effects: Effects) -> Workflow:
             return value
 
         first = ctx.step("first", recorded)
+        ctx.step("middle", lambda step: None)  # commits with the start of the next step
         ctx.sleep("nap", timedelta(seconds=10))
         received = ctx.wait_for_signal("go", f"go:{ctx.run_id}", timeout=timedelta(hours=1))
         second = ctx.step("second", lambda step: [first, received.data if received else None])
@@ -88,7 +89,8 @@ def test_the_fast_paths_write_what_the_transactional_path_writes(
     assert histories[0]["output"] == {"second": ["v", {"n": 1}]}
     assert histories[0] == histories[1]
     assert histories[0]["steps"] == [
-        ("first", "step", "succeeded", 1), ("nap", "sleep", "succeeded", 0),
+        ("first", "step", "succeeded", 1), ("middle", "step", "succeeded", 1),
+        ("nap", "sleep", "succeeded", 0),
         ("go", "signal", "succeeded", 0), ("second", "step", "succeeded", 1),
     ]
     assert effects.count() == 2  # one per run, committed with the step's result

@@ -84,6 +84,16 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class StepResult:
+    """A step's result that commits with the next operation of its execution (the next step's
+    start, or the run's end) instead of in a transaction of its own."""
+
+    position: int
+    attempt_id: int
+    result: Any
+
+
+@dataclass(frozen=True)
 class BufferedStatement:
     query: Query
     params: Mapping[str, object]
@@ -464,14 +474,19 @@ class Store:
             f"run {fence.run_id} is no longer held by this worker at epoch {fence.epoch}"
         )
 
-    def begin_step(self, fence: Fence, position: int, name: str) -> tuple[int, int]:
-        """Records that an attempt of a step starts. Returns (attempt id, attempt number)."""
+    def begin_step(
+        self, fence: Fence, position: int, name: str, *, completing: StepResult | None = None
+    ) -> tuple[int, int]:
+        """Records that an attempt of a step starts, and commits ``completing`` (the previous
+        step's result) with it. Returns (attempt id, attempt number)."""
         now = self.clock.now()
         fast = self._fast("begin_step_fast", **self._fenced_step_key(fence, position), name=name,
-                          now=now)
+                          **self._completing(completing), now=now)
         if fast is not None:
             return int(fast["id"]), int(fast["attempt"])
         with self.fenced(fence) as session:
+            if completing is not None:
+                self._complete_step(session, fence, completing, (), now)
             key = self._step_key(fence, position)
             step = session.row("get_step", **key)
             if step is None:
@@ -513,15 +528,22 @@ class Store:
                         session.execute(statement.query, statement.params)
                 return
             self._check_fence(session, fence)
-            key = self._step_key(fence, position)
-            step = session.row("get_step", **key)
-            if step is not None and step["status"] == "succeeded":
-                return  # a retried commit whose first try did commit
-            for statement in statements:
-                session.execute(statement.query, statement.params)
-            session.rows("succeed_step", **key, result=result_json, now=now)
-            session.rows("finish_attempt", attempt_id=attempt_id, status="succeeded", now=now,
-                         error=None)
+            self._complete_step(session, fence, StepResult(position, attempt_id, result),
+                                statements, now)
+
+    def _complete_step(
+        self, session: Session, fence: Fence, step: StepResult,
+        statements: Sequence[BufferedStatement], now: datetime,
+    ) -> None:
+        key = self._step_key(fence, step.position)
+        recorded = session.row("get_step", **key)
+        if recorded is not None and recorded["status"] == "succeeded":
+            return  # a retried commit whose first try did commit
+        for statement in statements:
+            session.execute(statement.query, statement.params)
+        session.rows("succeed_step", **key, result=canonical_json(step.result), now=now)
+        session.rows("finish_attempt", attempt_id=step.attempt_id, status="succeeded", now=now,
+                     error=None)
 
     def fail_step(
         self, fence: Fence, position: int, attempt_id: int, error: dict[str, Any],
@@ -616,13 +638,18 @@ class Store:
             self._release(session, fence, status=RunStatus.WAITING, due_at=deadline)
         return None
 
-    def complete_run(self, fence: Fence, output: Any) -> None:
+    def complete_run(
+        self, fence: Fence, output: Any, *, completing: StepResult | None = None
+    ) -> None:
+        """The run succeeded; ``completing`` (its last step's result) commits with it."""
         output_json = canonical_json(output)
         now = self.clock.now()
-        if self._fast("complete_run_fast", **self._fence_key(fence), output=output_json,
-                      now=now) is not None:
+        if self._fast("complete_run_fast", **self._fence_key(fence), phase=fence.phase,
+                      output=output_json, **self._completing(completing), now=now) is not None:
             return
         with self.fenced(fence) as session:
+            if completing is not None:
+                self._complete_step(session, fence, completing, (), now)
             session.rows("complete_run", run_id=fence.run_id, output=output_json, now=now)
 
     def fail_run(self, fence: Fence, error: dict[str, Any], *, compensate: bool) -> None:
@@ -699,6 +726,15 @@ class Store:
     @classmethod
     def _fenced_step_key(cls, fence: Fence, position: int) -> dict[str, object]:
         return {**cls._fence_key(fence), "phase": fence.phase, "position": position}
+
+    @staticmethod
+    def _completing(step: StepResult | None) -> dict[str, object]:
+        """Parameters of a fast form that also commits an earlier step's result (NULL: none)."""
+        if step is None:
+            return {"completed_position": None, "completed_attempt_id": None,
+                    "completed_result": None}
+        return {"completed_position": step.position, "completed_attempt_id": step.attempt_id,
+                "completed_result": canonical_json(step.result)}
 
 
 def _require_signalable(session: Session, run_id: str) -> None:

@@ -415,12 +415,23 @@ WITH due AS (
 SELECT * FROM claimed;
 
 -- name: begin_step_fast
--- get_step, then insert_step or set_step_status, then insert_attempt.
+-- The previous step's result when it is given (completed_*, else NULL; as in
+-- complete_step_fast), then get_step, insert_step or set_step_status, and insert_attempt.
 WITH fence AS (
     SELECT id FROM runs
     WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
       AND lease_epoch = %(lease_epoch)s
     FOR NO KEY UPDATE
+), completed AS (
+    UPDATE steps SET status = 'succeeded', result = %(completed_result)s::jsonb,
+                     updated_at = %(now)s, finished_at = %(now)s
+    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s
+      AND position = %(completed_position)s::integer AND status <> 'succeeded'
+    RETURNING 1
+), completed_attempt AS (
+    UPDATE attempts SET status = 'succeeded', finished_at = %(now)s, error = NULL
+    WHERE id = %(completed_attempt_id)s::bigint AND status = 'running'
+      AND EXISTS (SELECT 1 FROM completed)
 ), step AS (
     INSERT INTO steps (run_id, phase, position, name, kind, status, created_at, updated_at)
     SELECT fence.id, %(phase)s, %(position)s, %(name)s, 'step', 'running', %(now)s, %(now)s
@@ -514,12 +525,28 @@ SELECT id,
 FROM released;
 
 -- name: complete_run_fast
--- complete_run, fenced.
+-- The last step's result when it is given (completed_*, else NULL; as in complete_step_fast),
+-- then complete_run, fenced.
+WITH fence AS (
+    SELECT id FROM runs
+    WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
+      AND lease_epoch = %(lease_epoch)s
+    FOR NO KEY UPDATE
+), completed AS (
+    UPDATE steps SET status = 'succeeded', result = %(completed_result)s::jsonb,
+                     updated_at = %(now)s, finished_at = %(now)s
+    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s
+      AND position = %(completed_position)s::integer AND status <> 'succeeded'
+    RETURNING 1
+), completed_attempt AS (
+    UPDATE attempts SET status = 'succeeded', finished_at = %(now)s, error = NULL
+    WHERE id = %(completed_attempt_id)s::bigint AND status = 'running'
+      AND EXISTS (SELECT 1 FROM completed)
+)
 UPDATE runs SET status = 'succeeded', output = %(output)s::jsonb, error = NULL, detail = NULL,
                 due_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
                 finished_at = %(now)s, updated_at = %(now)s
-WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
-  AND lease_epoch = %(lease_epoch)s
+WHERE id = (SELECT id FROM fence)
 RETURNING id;
 
 -- name: send_signal_fast
