@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
@@ -29,14 +29,8 @@ class Codec(Protocol):
 
     def encode(self, params: Mapping[str, object]) -> Mapping[str, object]: ...
 
-    def decode(self, row: Mapping[str, Any]) -> Row: ...
-
-
-class RawCursor(Protocol):
-    rowcount: int
-    description: Any
-
-    def fetchall(self) -> Sequence[Any]: ...
+    def rows(self, cursor: Any) -> list[Row]:
+        """The rows of the statement the cursor just ran ([] if it returns none), decoded."""
 
 
 class RawConnection(Protocol):
@@ -59,9 +53,7 @@ class Session:
         """Run a named query (from any query set) and return its rows, decoded."""
         cursor = self._connection.execute(query.sql, self._codec.encode(params or {}))
         self.rowcount = cursor.rowcount
-        if cursor.description is None:
-            return []
-        return [self._codec.decode(row) for row in cursor.fetchall()]
+        return self._codec.rows(cursor)
 
     def execute_text(self, statement: str) -> None:
         """Run one statement of a trusted migration file (no parameters)."""

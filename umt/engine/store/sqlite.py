@@ -44,8 +44,11 @@ class _SqliteCodec:
     def encode(self, params: Mapping[str, object]) -> Mapping[str, object]:
         return {key: _encode_value(value) for key, value in params.items()}
 
-    def decode(self, row: Mapping[str, Any]) -> Row:
-        return dict(row)
+    def rows(self, cursor: Any) -> list[Row]:
+        if cursor.description is None:
+            return []
+        rows: list[Row] = cursor.fetchall()  # _dict_factory: fresh dicts
+        return rows
 
 
 def _encode_value(value: object) -> object:
