@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import qbittorrentapi
-import requests
 from pydantic import SecretStr
 
 from umt.media.sources import TorrentSource
@@ -170,6 +168,8 @@ class QbtClient:
         self._add_confirm_timeout = add_confirm_timeout
         self._sleep = sleep
         self._logged_in = False
+        import qbittorrentapi  # imported on use: it costs every command-line start ~0.1 s
+
         self._api = qbittorrentapi.Client(
             host=url,
             username=username,
@@ -185,6 +185,9 @@ class QbtClient:
 
     def _call(self, what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         # Retrying is safe: every call is a read, idempotent, or (add) deduplicated by hash.
+        import qbittorrentapi
+        import requests
+
         delay = self._backoff
         for attempt in range(1, self._attempts + 1):
             try:
@@ -208,6 +211,9 @@ class QbtClient:
 
     def _translate(self, what: str, exc: Exception) -> QbtAdapterError:
         """The one place that maps qbittorrent-api and requests exceptions."""
+        import qbittorrentapi
+        import requests
+
         where = f"qBittorrent at {self.url}"
         if isinstance(exc, qbittorrentapi.LoginFailed):
             return QbtAuthFailed(f"{where} rejected the login of user {self.username!r}")
@@ -380,6 +386,8 @@ class QbtClient:
 
 
 def _reason(exc: BaseException) -> str:
+    import requests
+
     # qbittorrent-api re-raises connection problems as APIConnectionError inside its handler
     cause = exc.__context__ if isinstance(exc.__context__, requests.RequestException) else exc
     if isinstance(cause, requests.Timeout):
