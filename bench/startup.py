@@ -1,0 +1,290 @@
+"""``bench/run startup``: whole-process start-up of the ``umt`` command line (issue 7).
+
+    bench/run startup [--runs 20] [--warmup 3] [--no-hyperfine] [--profile]
+
+Times, as whole processes started from this one (``fork``/``exec`` to exit, stdout piped):
+
+* ``python -c pass``: the interpreter of the project's venv, the floor;
+* ``umt --help``;
+* ``umt --json start-acquire MAGNET`` with a **new magnet each run** (a fresh info-hash, so a new
+  run is written: the path a user takes);
+* the same with **one idempotent magnet** (every timed run finds the run that the warm-up
+  created and returns it, ``"created": false``).
+
+``umt`` is the venv's console script, on a throwaway config in a temporary folder (an embedded
+SQLite database created and migrated before timing, the library folder beside it), with
+``HOME``/``XDG_*`` pointed there and ``UMT_*`` variables removed, so no user config is read. The
+commands run interleaved: ``--warmup`` rounds untimed, then ``--runs`` rounds, each round starting
+every command once in a rotated order. Reported: median, p10, p90 and the median minus the floor.
+With ``hyperfine`` installed (``apt-get install hyperfine``) the static commands are measured
+by it too, as a cross-check (``--shell=none``, same warm-up and run counts).
+
+``--profile`` adds where the time goes: ``-X importtime`` self time summed by top-level package
+for each umt command, and, in one process, the import of ``umt.cli.main`` against the command's
+own run. Target (issue 7): ``umt --help`` <= 0.3 s. Results go to
+``bench/.results/startup-<time>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median, quantiles
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / ".results"
+VENV_BIN = ROOT / ".venv" / "bin"
+PYTHON = VENV_BIN / "python"
+UMT = VENV_BIN / "umt"
+HELP_TARGET = 0.3
+IDEMPOTENT_HASH = "b" * 40
+
+
+def log(message: str) -> None:
+    print(f"[startup {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Command:
+    key: str
+    label: str
+    argv_template: list[str]
+    #: Expected ``created`` in the JSON printed by start-acquire (None: not start-acquire).
+    created: bool | None = None
+    static: bool = True
+
+    def argv(self, run_no: int) -> list[str]:
+        return [part.replace("{hash}", f"{run_no:040x}") for part in self.argv_template]
+
+
+def commands(config: Path) -> list[Command]:
+    umt = [str(UMT), "--config", str(config)]
+    return [
+        Command("floor", "python -c pass (floor)", [str(PYTHON), "-c", "pass"]),
+        Command("help", "umt --help", [str(UMT), "--help"]),
+        Command("start-new", "umt --json start-acquire MAGNET (new magnet each run)",
+                [*umt, "--json", "start-acquire", "magnet:?xt=urn:btih:{hash}&dn=Bench+{hash}"],
+                created=True, static=False),
+        Command("start-same", "umt --json start-acquire MAGNET (same magnet, idempotent)",
+                [*umt, "--json", "start-acquire",
+                 f"magnet:?xt=urn:btih:{IDEMPOTENT_HASH}&dn=Bench"], created=False),
+    ]
+
+
+@contextmanager
+def throwaway_home() -> Iterator[tuple[Path, dict[str, str]]]:
+    """A temporary folder with a config (SQLite database, library) and an environment using it."""
+    home = Path(tempfile.mkdtemp(prefix="umt-bench-startup-"))
+    try:
+        (home / "library").mkdir()
+        config = home / "config.toml"
+        config.write_text(f'[database]\nurl = "sqlite:///{home}/umt.db"\n\n'
+                          f'[library]\ndir = "{home}/library"\n')
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("UMT_", "PYTHON", "XDG_"))}
+        env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+                   XDG_DATA_HOME=str(home / ".local/share"),
+                   XDG_CACHE_HOME=str(home / ".cache"), COLUMNS="100")
+        yield config, env
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run_once(command: Command, run_no: int, env: dict[str, str], cwd: Path) -> float:
+    argv = command.argv(run_no)
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
+    if command.created is not None:
+        created = json.loads(done.stdout)["created"]
+        if created != command.created:
+            raise RuntimeError(f"{command.label}: created={created}, expected {command.created}")
+    return seconds
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    deciles = quantiles(values, n=10, method="inclusive") if len(values) > 1 else values * 9
+    return {"median": median(values), "p10": deciles[0], "p90": deciles[-1],
+            "min": min(values), "max": max(values), "n": len(values)}
+
+
+def hyperfine(cmds: list[Command], env: dict[str, str], cwd: Path, runs: int, warmup: int,
+              out: Path) -> dict[str, float]:
+    export = out / "hyperfine.json"
+    argv = ["hyperfine", "--shell=none", "--warmup", str(warmup), "--runs", str(runs),
+            "--style", "none", "--export-json", str(export)]
+    for command in cmds:
+        argv += ["--command-name", command.key, " ".join(_quote(a) for a in command.argv(0))]
+    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    data = json.loads(export.read_text())
+    return {r["command"]: median(r["times"]) for r in data["results"]}
+
+
+def _quote(arg: str) -> str:
+    # hyperfine --shell=none splits the command line itself, shell-style.
+    return "'" + arg.replace("'", "'\\''") + "'" if re.search(r"[^\w@%+=:,./-]", arg) else arg
+
+
+# ---------------------------------------------------------------------- profile
+
+
+def import_profile(command: Command, env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    argv = command.argv(10**6)
+    done = subprocess.run([str(PYTHON), "-X", "importtime", *argv], env=env, cwd=cwd,
+                          capture_output=True, text=True)
+    by_package: dict[str, int] = {}
+    modules = 0
+    for line in done.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)", line)
+        if not match:
+            continue
+        modules += 1
+        name = match.group(4)
+        top = name.split(".")[0]
+        if top == "umt" and name.count(".") >= 1:
+            top = ".".join(name.split(".")[:2])
+        by_package[top] = by_package.get(top, 0) + int(match.group(1))
+    return {"modules": modules, "self_us_by_package": by_package}
+
+
+SPLIT = """
+import sys, time
+t0 = time.perf_counter()
+import umt.cli.main as m
+t1 = time.perf_counter()
+sys.argv = ARGV
+try:
+    m.main()
+except SystemExit:
+    pass
+t2 = time.perf_counter()
+print("SPLIT", t1 - t0, t2 - t1, len(sys.modules), file=sys.stderr)
+"""
+
+
+def split_profile(command: Command, env: dict[str, str], cwd: Path, n: int = 7) -> dict[str, float]:
+    imports, bodies, modules = [], [], 0
+    for i in range(n):
+        argv = ["umt", *command.argv(2 * 10**6 + i)[1:]]
+        done = subprocess.run([str(PYTHON), "-c", SPLIT.replace("ARGV", repr(argv))], env=env,
+                              cwd=cwd, capture_output=True, text=True)
+        line = [x for x in done.stderr.splitlines() if x.startswith("SPLIT")][-1].split()
+        imports.append(float(line[1]))
+        bodies.append(float(line[2]))
+        modules = int(line[3])
+    return {"import_cli": median(imports), "command": median(bodies), "modules": modules}
+
+
+# ---------------------------------------------------------------------- main
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/run startup", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--no-hyperfine", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    out = RESULTS / f"startup-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    load_start = _uptime()
+    log(f"results in {out}; {load_start}")
+    with throwaway_home() as (config, env):
+        cwd = config.parent
+        cmds = commands(config)
+        # Create and migrate the database, and the idempotent magnet's run, before any timing.
+        subprocess.run(cmds[3].argv(0), env=env, cwd=cwd, check=True, capture_output=True)
+        times: dict[str, list[float]] = {c.key: [] for c in cmds}
+        run_no = 1
+        for round_no in range(args.warmup + args.runs):
+            shift = round_no % len(cmds)
+            for command in cmds[shift:] + cmds[:shift]:
+                seconds = run_once(command, run_no, env, cwd)
+                run_no += 1
+                if round_no >= args.warmup:
+                    times[command.key].append(seconds)
+        results: dict[str, Any] = {
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "uptime_start": load_start,
+            "python": sys.version.split()[0], "runs": args.runs, "warmup": args.warmup,
+            "times": times, "stats": {k: stats(v) for k, v in times.items()},
+        }
+        if shutil.which("hyperfine") and not args.no_hyperfine:
+            log("hyperfine cross-check")
+            results["hyperfine"] = hyperfine([c for c in cmds if c.static], env, cwd,
+                                             args.runs, args.warmup, out)
+        if args.profile:
+            log("profile: -X importtime and import/command split")
+            results["profile"] = {
+                c.key: {**import_profile(c, env, cwd), **split_profile(c, env, cwd)}
+                for c in cmds if c.key != "floor"}
+        results["uptime_end"] = _uptime()
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    text = table(results, cmds)
+    (out / "table.md").write_text(text + "\n")
+    print(f"{results['started']}, Python {results['python']}, {os.cpu_count()} CPUs")
+    print(f"start: {results['uptime_start']}\nend:   {results['uptime_end']}\n")
+    print(text)
+    return 0
+
+
+def table(results: dict[str, Any], cmds: list[Command]) -> str:
+    st = results["stats"]
+    floor = st["floor"]["median"]
+    hf = results.get("hyperfine", {})
+    lines = [
+        f"{results['runs']} runs after {results['warmup']} warm-up rounds, interleaved; ms.",
+        "",
+        "| command | median | p10 | p90 | median - floor | hyperfine median | target |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for command in cmds:
+        s = st[command.key]
+        target = ""
+        if command.key == "help":
+            met = s["median"] <= HELP_TARGET
+            target = f"≤ {HELP_TARGET * 1000:.0f}: **{'met' if met else 'not met'}**"
+        lines.append(
+            f"| {command.label} | {fmt_ms(s['median'])} | {fmt_ms(s['p10'])} | "
+            f"{fmt_ms(s['p90'])} | {'' if command.key == 'floor' else fmt_ms(s['median'] - floor)}"
+            f" | {fmt_ms(hf[command.key]) if command.key in hf else ''} | {target} |")
+    profile = results.get("profile")
+    if profile:
+        lines += ["", "| command | import umt.cli.main | the command | modules loaded | "
+                      "largest import self times (-X importtime, ms) |",
+                  "| --- | ---: | ---: | ---: | --- |"]
+        for command in cmds:
+            p = profile.get(command.key)
+            if not p:
+                continue
+            top = sorted(p["self_us_by_package"].items(), key=lambda kv: -kv[1])[:8]
+            lines.append(
+                f"| {command.label} | {fmt_ms(p['import_cli'])} | {fmt_ms(p['command'])} | "
+                f"{p['modules']} | " + ", ".join(f"{k} {v / 1000:.0f}" for k, v in top) + " |")
+    return "\n".join(lines)
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
