@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -66,6 +67,11 @@ def main() -> int:
         if status != "succeeded":
             say(f"the run ended {status}; see {root / 'worker.log'}")
             return 1
+        imported = [path for path in library.rglob("*") if path.is_file()]
+        expected = sha256_of(root / "sample" / MOVIE)
+        if len(imported) != 1 or sha256_of(imported[0]) != expected:
+            say(f"expected one library file with SHA-256 {expected}, found {imported}")
+            return 1
         say("done: the movie is in the library and the torrent was cleaned up")
         return 0
     finally:
@@ -77,6 +83,11 @@ def main() -> int:
                 instance.destroy()
         if not options.keep and options.dir is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def sha256_of(path: Path) -> str:
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def write_config(root: Path, client: QbtInstance) -> Path:
