@@ -1,6 +1,7 @@
 """The engine's contract suite runs on both backends: the ``engine`` fixture is parametrized over
 an SQLite file and a fresh PostgreSQL database. Tests that need what SQLite cannot do
-(LISTEN/NOTIFY, workers on several hosts) carry ``@pytest.mark.postgres_only``."""
+(LISTEN/NOTIFY, workers on several hosts) carry ``@pytest.mark.postgres_only``; tests of SQLite's
+limits carry ``@pytest.mark.sqlite_only``."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def backend(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name == "sqlite" and request.node.get_closest_marker("postgres_only"):
         pytest.skip("needs PostgreSQL: SQLite has no LISTEN/NOTIFY and no workers on other hosts")
+    if name == "postgresql" and request.node.get_closest_marker("sqlite_only"):
+        pytest.skip("about SQLite's limits (one machine, no notifications)")
     return name
 
 

@@ -18,6 +18,7 @@ from umt.engine import (
     FakeClock,
     PermanentError,
     RunStatus,
+    SingleHostDatabase,
     StepContext,
     WorkerOptions,
     Workflow,
@@ -285,11 +286,12 @@ def _dead_pid() -> int:
 
 
 def _held_by_ghost(engine: Engine, workflow: Workflow, *, host: str, pid: int,
-                   process_start: str, lease: timedelta) -> str:
+                   process_start: str, lease: timedelta,
+                   hostname: str = current_process().hostname) -> str:
     """A run claimed by a registered worker that then did nothing more (it is dead, or not)."""
     run = engine.start(workflow).run
     ghost = str(uuid.uuid4())
-    engine.store.register_worker(ghost, host_key=host, hostname="ghost", pid=pid,
+    engine.store.register_worker(ghost, host_key=host, hostname=hostname, pid=pid,
                                  process_start=process_start, workflows=[workflow.key])
     [claim] = engine.store.claim(ghost, [workflow.key], limit=1, lease=lease)
     engine.store.begin_step(claim.fence, 0, "only")
@@ -329,7 +331,7 @@ def test_a_reused_pid_is_not_mistaken_for_the_dead_worker(
 @pytest.mark.postgres_only
 def test_a_worker_on_another_host_waits_for_the_lease(clocked: Engine, clock: FakeClock) -> None:
     run_id = _held_by_ghost(clocked, ONE_STEP, host="elsewhere/boot/1", pid=_dead_pid(),
-                            process_start="", lease=timedelta(minutes=1))
+                            process_start="", lease=timedelta(minutes=1), hostname="elsewhere")
     assert drain(clocked, [ONE_STEP]).executed == 0
     assert clocked.get(run_id).status == RunStatus.RUNNING
     clock.advance(timedelta(seconds=59))
@@ -337,6 +339,41 @@ def test_a_worker_on_another_host_waits_for_the_lease(clocked: Engine, clock: Fa
     clock.advance(timedelta(seconds=2))
     assert drain(clocked, [ONE_STEP]).executed == 1
     assert [a.status for a in clocked.attempts(run_id)] == ["interrupted", "succeeded"]
+
+
+@pytest.mark.sqlite_only
+def test_an_sqlite_database_refuses_a_worker_while_one_on_another_host_is_alive(
+    clocked: Engine, clock: FakeClock
+) -> None:
+    run_id = clocked.start(ONE_STEP).run.id
+    clocked.store.register_worker(str(uuid.uuid4()), host_key="nas/boot/1", hostname="nas",
+                                  pid=4242, process_start="", workflows=[ONE_STEP.key])
+    with pytest.raises(SingleHostDatabase, match="worker on host 'nas'.*use PostgreSQL"):
+        drain(clocked, [ONE_STEP])
+    assert clocked.get(run_id).status == RunStatus.PENDING  # nothing was claimed
+
+    clock.advance(timedelta(minutes=2))  # unheard of for longer than WORKER_PRESUMED_GONE
+    assert drain(clocked, [ONE_STEP]).executed == 1
+
+
+@pytest.mark.sqlite_only
+def test_a_worker_from_before_a_reboot_of_this_host_does_not_block_sqlite(
+    clocked: Engine,
+) -> None:
+    me = current_process()
+    clocked.store.register_worker(str(uuid.uuid4()), host_key=f"{me.hostname}/old-boot/0",
+                                  hostname=me.hostname, pid=4242, process_start="",
+                                  workflows=[ONE_STEP.key])
+    clocked.start(ONE_STEP)
+    assert drain(clocked, [ONE_STEP]).executed == 1
+
+
+@pytest.mark.postgres_only
+def test_postgresql_serves_workers_on_several_hosts(clocked: Engine) -> None:
+    clocked.store.register_worker(str(uuid.uuid4()), host_key="nas/boot/1", hostname="nas",
+                                  pid=4242, process_start="", workflows=[ONE_STEP.key])
+    clocked.start(ONE_STEP)
+    assert drain(clocked, [ONE_STEP]).executed == 1
 
 
 def test_a_new_run_wakes_an_idle_worker(engine: Engine) -> None:

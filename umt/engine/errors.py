@@ -32,6 +32,10 @@ class StoreCorrupt(StoreError):
     """The database file is not a usable database."""
 
 
+class SingleHostDatabase(StoreError):
+    """A worker on another host uses this database, which serves one machine (SQLite)."""
+
+
 class SchemaNotReady(StoreError):
     """The schema is missing or older than this code; run ``umt db migrate``."""
 

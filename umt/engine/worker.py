@@ -23,7 +23,7 @@ from umt.engine.execution import ExecutionSettings, Outcome, RunExecution
 from umt.engine.hostinfo import ProcessIdentity, current_process, process_alive
 from umt.engine.models import MAIN, RunStatus
 from umt.engine.store.database import CANCEL_CHANNEL, WORKERS_CHANNEL
-from umt.engine.store.store import Claim, Store, WorkerRecord
+from umt.engine.store.store import WORKER_TOUCH_INTERVAL, Claim, Store, WorkerRecord
 from umt.engine.workflow import Registry
 
 log = logging.getLogger(__name__)
@@ -274,7 +274,8 @@ class Worker:
     def _heartbeat_loop(self) -> None:
         interval = self.options.heartbeat_interval
         next_beat = time.monotonic() + interval
-        next_touch = time.monotonic() + 30.0
+        touch_every = WORKER_TOUCH_INTERVAL.total_seconds()
+        next_touch = time.monotonic() + touch_every
         while not self._stop_heartbeat.is_set():
             timeout = max(0.0, next_beat - time.monotonic())
             verify_only = self._verify_leases.wait(timeout)
@@ -289,7 +290,7 @@ class Worker:
                 self._extend_leases()
                 if time.monotonic() >= next_touch:
                     self.store.touch_worker(self.id)
-                    next_touch = time.monotonic() + 30.0
+                    next_touch = time.monotonic() + touch_every
             except StoreUnavailable as exc:
                 log.warning("heartbeat: database unavailable (%s)", exc)
             next_beat = time.monotonic() + interval

@@ -70,7 +70,7 @@ class SqliteDatabase(Database):
     dialect = "sqlite"
     notifies = False
     multi_host = False
-    queries_without_twin = frozenset()
+    queries_without_twin = frozenset({"live_workers_elsewhere"})
 
     def __init__(
         self,

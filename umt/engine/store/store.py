@@ -29,6 +29,7 @@ from umt.engine.errors import (
     RunCanceled,
     RunFinished,
     SignalKeyConflict,
+    SingleHostDatabase,
     StoreError,
     UnknownRun,
 )
@@ -60,6 +61,11 @@ from umt.engine.store.queries import Query
 MAX_SIGNAL_NAME = 300
 #: A worker id no worker has, for queries that exclude "this worker" when there is none.
 NO_WORKER = "00000000-0000-0000-0000-000000000000"
+
+#: A worker records that it is alive this often (``workers.heartbeat_at``).
+WORKER_TOUCH_INTERVAL = timedelta(seconds=30)
+#: A worker unheard of for this long no longer keeps one-machine databases to its host.
+WORKER_PRESUMED_GONE = 3 * WORKER_TOUCH_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -354,14 +360,30 @@ class Store:
         self, worker_id: str, *, host_key: str, hostname: str, pid: int, process_start: str,
         workflows: Sequence[str],
     ) -> None:
+        now = self.clock.now()
         with self.database.transaction() as session:
+            if not self.database.multi_host:
+                self._refuse_other_hosts(session, hostname, now)
             session.rows(
                 "insert_worker", id=worker_id, host_key=host_key, hostname=hostname, pid=pid,
                 process_start=process_start, workflows=canonical_json(list(workflows)),
-                now=self.clock.now(),
+                now=now,
             )
             # Running workers on that host re-read their list of siblings (Worker).
             self.database.notify(session, WORKERS_CHANNEL, host_key)
+
+    def _refuse_other_hosts(self, session: Session, hostname: str, now: datetime) -> None:
+        # Locks of a database file shared over the network are not reliable, and takeover
+        # decisions need the workers' processes on this host: one machine only.
+        other = session.row("live_workers_elsewhere", hostname=hostname,
+                            since=now - WORKER_PRESUMED_GONE)
+        if other is not None:
+            raise SingleHostDatabase(
+                f"{self.database.describe()} is in use by a worker on host "
+                f"{other['hostname']!r} (alive at {other['heartbeat_at']:%Y-%m-%d %H:%M:%S}); "
+                "an SQLite database serves workers on one machine only: use PostgreSQL "
+                "(database.url) for workers on several machines"
+            )
 
     def touch_worker(self, worker_id: str) -> None:
         with self.database.autocommit() as session:

@@ -137,6 +137,12 @@ UPDATE workers SET heartbeat_at = :now WHERE id = :worker_id;
 -- name: stop_worker
 UPDATE workers SET stopped_at = :now WHERE id = :worker_id AND stopped_at IS NULL;
 
+-- name: live_workers_elsewhere
+SELECT hostname, heartbeat_at FROM workers
+WHERE hostname <> :hostname AND stopped_at IS NULL AND heartbeat_at > :since
+ORDER BY heartbeat_at DESC
+LIMIT 1;
+
 -- name: live_workers_on_host
 SELECT id, pid, process_start FROM workers
 WHERE host_key = :host_key AND stopped_at IS NULL AND id <> :worker_id;
