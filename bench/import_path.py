@@ -467,17 +467,9 @@ def cross_fs(
         finally:
             shutil.rmtree(dest_dir, ignore_errors=True)
         return
-    image_size = _image_size(size)
-    if free_bytes(base) < image_size + SPACE_MARGIN:
-        results.skip("cross-fs", size, f"{human_size(free_bytes(base))} free in {base} for a "
-                     f"{human_size(image_size)} ext4 image")
-        return
     with ExitStack() as stack:
-        try:
-            info = stack.enter_context(
-                loop_filesystem(base / "ext4.img", base / "ext4", image_size, "ext4"))
-        except (RuntimeError, OSError) as exc:
-            results.skip("cross-fs", size, f"cannot make a loop-mounted ext4: {exc}")
+        info = _mounted_image(stack, results, "cross-fs", base, size, "ext4")
+        if info is None:
             return
         run_case(results, "cross-fs", size, src, base / "ext4" / "library", sha256, caches,
                  args.repeats, {"src_fs": src_fs, "dest_fs": f"ext4 (loop, direct I/O "
@@ -495,16 +487,12 @@ def reflink(
     if os.geteuid() != 0:
         results.skip("reflink", size, "not root: cannot loop-mount a btrfs image")
         return
-    image_size = _image_size(size)
-    if free_bytes(base) < image_size + SPACE_MARGIN:
-        results.skip("reflink", size, f"{human_size(free_bytes(base))} free in {base} for a "
-                     f"{human_size(image_size)} btrfs image")
-        return
     mountpoint = base / "btrfs"
     with ExitStack() as stack:
+        info = _mounted_image(stack, results, "reflink", base, size, "btrfs")
+        if info is None:
+            return
         try:
-            info = stack.enter_context(
-                loop_filesystem(base / "btrfs.img", mountpoint, image_size, "btrfs"))
             sh("btrfs", "-q", "subvolume", "create", str(mountpoint / "downloads"))
             sh("btrfs", "-q", "subvolume", "create", str(mountpoint / "library"))
         except (RuntimeError, OSError) as exc:
@@ -518,6 +506,24 @@ def reflink(
                  "dest_fs": "btrfs subvolume library (same filesystem)"}
         run_case(results, "reflink", size, btrfs_src, mountpoint / "library", sha256, caches,
                  args.repeats, where, args.link_repeats)
+
+
+def _mounted_image(
+    stack: ExitStack, results: Results, case: str, base: Path, size: int, fs: str,
+) -> dict[str, Any] | None:
+    """A loop-mounted ``fs`` image at ``base/<fs>`` for ``case``, or None (skipped, with why)."""
+    image_size = _image_size(size)
+    if free_bytes(base) < image_size + SPACE_MARGIN:
+        results.skip(case, size, f"{human_size(free_bytes(base))} free in {base} for a "
+                     f"{human_size(image_size)} {fs} image")
+        return None
+    try:
+        info: dict[str, Any] = stack.enter_context(
+            loop_filesystem(base / f"{fs}.img", base / fs, image_size, fs))
+    except (RuntimeError, OSError) as exc:
+        results.skip(case, size, f"cannot make a loop-mounted {fs}: {exc}")
+        return None
+    return info
 
 
 def _image_size(size: int) -> int:
@@ -669,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _terminate)
     out_dir = RESULTS / f"import-path-{time.strftime('%Y%m%d-%H%M%S')}"
-    meta = {
+    meta: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "uptime_start": uptime(),
         "kernel": platform.release(),
