@@ -217,6 +217,20 @@ def test_a_signal_before_the_timeout_wins(clocked: Engine, clock: FakeClock) -> 
     assert clocked.get(run.id).output["data"] == "in time"
 
 
+def test_a_signal_after_the_deadline_but_before_the_timeout_is_recorded_wins(
+    clocked: Engine, clock: FakeClock
+) -> None:
+    # The deadline makes the run due; the wait stays open until a worker records the timeout,
+    # so a sender is never told "delivered" for a signal the run then ignores.
+    run = clocked.start(RECEIVER, {"signal": "ping", "timeout": "10m"}).run
+    drain(clocked, [RECEIVER])
+    clock.advance(timedelta(minutes=11))
+    assert clocked.signal("ping", "just late").delivered_to == (run.id,)
+    drain(clocked, [RECEIVER])
+    assert clocked.get(run.id).output["data"] == "just late"
+    assert clocked.steps(run.id)[0].status != "timed_out"
+
+
 def test_kept_signals_expire(clocked: Engine, clock: FakeClock) -> None:
     short = clocked.signal("ping", "short", ttl=timedelta(minutes=5))
     default = clocked.signal("pong", "default ttl")
