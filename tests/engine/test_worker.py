@@ -348,7 +348,7 @@ def test_an_sqlite_database_refuses_a_worker_while_one_on_another_host_is_alive(
     run_id = clocked.start(ONE_STEP).run.id
     clocked.store.register_worker(str(uuid.uuid4()), host_key="nas/boot/1", hostname="nas",
                                   pid=4242, process_start="", workflows=[ONE_STEP.key])
-    with pytest.raises(SingleHostDatabase, match="worker on host 'nas'.*use PostgreSQL"):
+    with pytest.raises(SingleHostDatabase, match=r"worker on host 'nas'.*use PostgreSQL"):
         drain(clocked, [ONE_STEP])
     assert clocked.get(run_id).status == RunStatus.PENDING  # nothing was claimed
 
