@@ -435,7 +435,9 @@ def test_a_postgresql_restart_loses_and_duplicates_no_run(
             registered(engine, process)
 
         def statuses(run_ids: list[str]) -> Counter[str]:
-            return Counter(engine.get(run_id).status for run_id in run_ids)
+            wanted = set(run_ids)  # one query: N lookups let a fast batch finish meanwhile
+            return Counter(run.status for run in engine.list_runs(limit=10_000)
+                           if run.id in wanted)
 
         # 1. during a sleep
         nap = {"after": 1, "duration": "3s"}
@@ -447,13 +449,17 @@ def test_a_postgresql_restart_loses_and_duplicates_no_run(
         wait_until(_tolerant(lambda: statuses(sleepers) == {"succeeded": 5}), timeout=60,
                    message="sleepers finished after the restart")
 
-        # 2. during a busy batch
-        batch = [engine.start(STEPS_WORKFLOW, _steps_input(n=n)).run.id for n in range(100)]
+        # 2. during a busy batch: 300 runs, each with a 2 s sleep half-way, so that the batch is
+        # still executing steps and waking sleepers when the first runs have finished
+        size = 300
+        mid_nap = {"after": 3, "duration": "2s"}
+        batch = [engine.start(STEPS_WORKFLOW, _steps_input(n=n, nap=mid_nap)).run.id
+                 for n in range(size)]
         wait_until(_tolerant(lambda: statuses(batch)["succeeded"] >= 5), timeout=60,
                    message="the batch under way")
-        assert statuses(batch)["succeeded"] < 100, "the batch finished before the restart"
+        assert statuses(batch)["succeeded"] < size, "the batch finished before the restart"
         pg_private_cluster.restart()
-        wait_until(_tolerant(lambda: statuses(batch) == {"succeeded": 100}), timeout=120,
+        wait_until(_tolerant(lambda: statuses(batch) == {"succeeded": size}), timeout=180,
                    message="the batch finished after the restart")
 
         assert all(process.alive() for process in processes)
@@ -461,7 +467,7 @@ def test_a_postgresql_restart_loses_and_duplicates_no_run(
         expected.update({(run_id, f"s{n}"): 1 for run_id in batch for n in range(1, 7)})
         assert per_step(business.effect_rows()) == expected
         assert set(per_step(business.executions())) == set(expected)
-        assert len(engine.list_runs(limit=1000)) == 105
+        assert len(engine.list_runs(limit=10_000)) == len(sleepers) + size
         for process in processes:
             log = process.log_text()
             assert "database unavailable" in log or "lost the connection" in log or (
