@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -36,6 +36,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from umt.engine.durations import InvalidDuration, parse_duration
 from umt.engine.store.urls import DatabaseTarget, InvalidDatabaseUrl, mask_database_url
 from umt.engine.store.urls import parse_database_url as _parse_database_url
+from umt.media.importer import ImportMode, VerifyMode
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -209,10 +210,10 @@ class QbittorrentSettings(_Section):
 
 class LibrarySettings(_Section):
     dir: Path = Field(default_factory=lambda: default_data_dir() / "library")
-    import_mode: Literal["auto", "hardlink", "copy"] = "auto"
+    import_mode: ImportMode = "auto"
     naming_template: str = "{title}/{filename}"
     all_files: bool = False
-    verify: Literal["sha256", "size"] = "sha256"
+    verify: VerifyMode = "sha256"
 
     @field_validator("dir", mode="before")
     @classmethod

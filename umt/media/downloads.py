@@ -35,8 +35,7 @@ def submit_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) 
     the torrent is the run's own.
     """
     operation = add_operation(request.info_hash)
-    entries = ledger.entries_of_operation(step, operation)
-    first_intent = ledger.last_entry(entries[:1], ledger.INTENT)
+    first_intent = _first_add_intent(step, request.info_hash)
     if first_intent is None:
         present_before = qbt.find(request.info_hash) is not None
         ledger.record(step, operation, ledger.INTENT, {"present_before": present_before})
@@ -74,9 +73,14 @@ def confirm_download(step: StepContext, request: AcquireRequest, qbt: QbtClient)
 
 
 def added_by_this_run(step: StepContext, info_hash: str) -> bool:
-    entries = ledger.entries_of_operation(step, add_operation(info_hash))
-    first_intent = ledger.last_entry(entries[:1], ledger.INTENT)
+    first_intent = _first_add_intent(step, info_hash)
     return first_intent is not None and not first_intent.detail.get("present_before")
+
+
+def _first_add_intent(step: StepContext, info_hash: str) -> ledger.LedgerEntry | None:
+    """The submit's first intent, which recorded whether the torrent was there before."""
+    entries = ledger.entries_of_operation(step, add_operation(info_hash))
+    return ledger.last_entry(entries[:1], ledger.INTENT)
 
 
 def cleanup_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Cleaned:

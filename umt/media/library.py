@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from umt.media.importer import (
     remove_stray_partial,
     verify_existing,
 )
-from umt.media.naming import UnsafePath, fields_for, render_destination
+from umt.media.naming import UnsafePath, fields_for, render_destination, year_in
 from umt.media.qbittorrent import QbtClient
 from umt.media.request import AcquireRequest
 from umt.media.results import Imported, ImportedFile
@@ -76,15 +75,6 @@ def naming_fields(
         info_hash=request.info_hash, year=year_in(request.title) or year_in(torrent_name or ""),
         category=request.category,
     )
-
-
-def year_in(text: str) -> str | None:
-    """A release year in a title or torrent name (``Movie.2023.2160p`` → ``2023``)."""
-    match = _YEAR.search(text)
-    return match.group(1) if match else None
-
-
-_YEAR = re.compile(r"(?<!\d)((?:19|20)\d\d)(?!\d)")
 
 
 def _content_inside_save_path(content_path: str | None, save_path: str | None) -> Path:

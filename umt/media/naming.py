@@ -133,6 +133,15 @@ def fields_for(
     }
 
 
+def year_in(text: str) -> str | None:
+    """A release year in a title or torrent name (``Movie.2023.2160p`` → ``2023``)."""
+    match = _YEAR.search(text)
+    return match.group(1) if match else None
+
+
+_YEAR = re.compile(r"(?<!\d)((?:19|20)\d\d)(?!\d)")
+
+
 def sanitize_component(value: str, *, max_bytes: int = FIELD_MAX_BYTES) -> str:
     """``value`` made safe as one path component (see the module documentation)."""
     if not value:

@@ -8,14 +8,12 @@ part of it.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from umt.media.importer import ImportMode, VerifyMode
 from umt.media.sources import TorrentSource
-
-ImportMode = Literal["auto", "hardlink", "copy"]
-VerifyMode = Literal["sha256", "size"]
 
 
 class AcquireRequest(BaseModel):
