@@ -94,10 +94,6 @@ class Method:
     #: False for links and clones: no data passes, so "warm" only stats the source.
     reads_data: bool = True
 
-    @property
-    def is_cp(self) -> bool:
-        return self.umt is None
-
 
 UMT_HARDLINK = Method("umt-hardlink", "umt hardlink", umt=("hardlink", "sha256", "hardlink"),
                       reads_data=False)
@@ -117,7 +113,7 @@ CASES: dict[str, list[Method]] = {
     "reflink": [UMT_REFLINK, CP_REFLINK],
 }
 BASELINE = {"same-fs": CP.key, "cross-fs": CP.key, "reflink": CP_REFLINK.key}
-LABELS = {m.key: m.label for methods in CASES.values() for m in methods}
+METHODS = {m.key: m for methods in CASES.values() for m in methods}
 
 
 # ---------------------------------------------------------------------- sizes and the machine
@@ -453,7 +449,7 @@ def cross_fs(
 ) -> None:
     if args.cross_fs == "shm":
         shm = Path("/dev/shm")
-        available = _mem_available()
+        available = _meminfo("MemAvailable")
         if free_bytes(shm) < size + SPACE_MARGIN or available < size + 2 * SPACE_MARGIN:
             results.skip("cross-fs", size, f"/dev/shm: {human_size(free_bytes(shm))} free, "
                          f"{human_size(available)} memory available, {human_size(size)} "
@@ -531,9 +527,10 @@ def _image_size(size: int) -> int:
     return int(size * 1.08) + 2 * SPACE_MARGIN
 
 
-def _mem_available() -> int:
+def _meminfo(field: str) -> int:
+    """A ``/proc/meminfo`` figure (``MemTotal``, ``MemAvailable``) in bytes; 0 if absent."""
     for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     return 0
 
@@ -564,10 +561,10 @@ def table(data: dict[str, Any]) -> str:
     order = {case: i for i, case in enumerate(CASES)}
     method_order = {(case, m.key): i for case, methods in CASES.items()
                     for i, m in enumerate(methods)}
-    moves_data = {m.key: m.reads_data for methods in CASES.values() for m in methods}
     keys = sorted(groups, key=lambda k: (k[1], order[k[0]], k[2], method_order[k[0], k[3]]))
     for case, size, cache, method in keys:
         group = groups[(case, size, cache, method)]
+        m = METHODS[method]
         seconds = median(r["seconds"] for r in group)
         base = groups.get((case, size, cache, BASELINE[case]))
         ratio = "" if base is None else f"{median(r['seconds'] for r in base) / seconds:.2f}{X}"
@@ -576,9 +573,9 @@ def table(data: dict[str, Any]) -> str:
         fsync = [r["fsync_seconds"] for r in group if "fsync_seconds" in r]
         shares = [r["src_cached"] for r in group if r.get("src_cached") is not None]
         lines.append(
-            f"| {case} | {human_size(size)} | {cache} | {LABELS[method]} | "
+            f"| {case} | {human_size(size)} | {cache} | {m.label} | "
             f"{_fmt_seconds(seconds)} | "
-            f"{f'{size / 1e6 / seconds:,.0f}' if moves_data[method] else '-'} | {ratio} | {best} | "
+            f"{f'{size / 1e6 / seconds:,.0f}' if m.reads_data else '-'} | {ratio} | {best} | "
             f"{_fmt_seconds(median(fsync)) if fsync else ''} | "
             f"{median(r['cpu_seconds'] for r in group):.2f} | "
             f"{_pct(median(shares)) if shares else '?'} | {len(group)} |"
@@ -680,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
         "uptime_start": uptime(),
         "kernel": platform.release(),
         "cpus": os.cpu_count(),
-        "mem_total": _mem_total(),
+        "mem_total": _meminfo("MemTotal"),
         "cp": sh("cp", "--version").splitlines()[0],
         "sizes": sizes,
         "repeats": args.repeats or f"{SMALL_REPEATS} up to {human_size(SMALL_SIZE)}, "
@@ -704,13 +701,6 @@ def main(argv: list[str] | None = None) -> int:
           f"kernel {meta['kernel']}, {meta['cp']}")
     print(f"start: {meta['uptime_start']}\nend:   {results.data['meta']['uptime_end']}\n")
     print(text)
-    return 0
-
-
-def _mem_total() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) * 1024
     return 0
 
 

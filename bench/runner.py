@@ -396,7 +396,6 @@ def main(argv: list[str] | None = None) -> int:
     p_scale.add_argument("--trials", type=int, default=20, help="B2 and B3 trials per size")
     p_table = sub.add_parser("table")
     p_table.add_argument("result_dir")
-    argv = sys.argv[1:] if argv is None else argv
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["compare", *argv]
     args = parser.parse_args(argv)

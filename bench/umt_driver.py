@@ -104,10 +104,11 @@ class Driver:
         t_send = now_ms()
         began = time.perf_counter()
         result = self.engine.signal(req["name"], req.get("data"))
-        _report_slow("signal", (time.perf_counter() - began) * 1000)
+        ms = (time.perf_counter() - began) * 1000
+        _report_slow("signal", ms)
         return {
             "tSend": t_send,
-            "ms": (time.perf_counter() - began) * 1000,
+            "ms": ms,
             "delivered": len(result.delivered_to),
         }
 
