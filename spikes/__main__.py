@@ -28,14 +28,17 @@ from spikes.scenarios import Scenario, register_all
 BACKEND_LABELS = {POSTGRESQL: "PostgreSQL", SQLITE: "SQLite"}
 
 
+def _matches(scenario: Scenario, wanted: str) -> bool:
+    """``wanted`` is the scenario's key or a prefix of it (b = b-kill and b-freeze)."""
+    return scenario.key == wanted or scenario.key.startswith(f"{wanted}-")
+
+
 def _select(scenarios: list[Scenario], only: str | None) -> list[Scenario]:
     if not only:
         return [s for s in scenarios if s.default]
     wanted = [w.strip() for w in only.split(",") if w.strip()]
-    chosen = [s for s in scenarios
-              if any(s.key == w or s.key.startswith(f"{w}-") for w in wanted)]
-    unknown = [w for w in wanted
-               if not any(s.key == w or s.key.startswith(f"{w}-") for s in scenarios)]
+    chosen = [s for s in scenarios if any(_matches(s, w) for w in wanted)]
+    unknown = [w for w in wanted if not any(_matches(s, w) for s in scenarios)]
     if unknown:
         raise SystemExit(f"spikes: unknown scenario(s) {', '.join(unknown)}; known: "
                          + ", ".join(s.key for s in scenarios))
@@ -68,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args(argv)
 
-    scenarios = _select(register_all(), args.only)
+    known = register_all()
+    scenarios = _select(known, args.only)
     if args.list:
-        for s in register_all() if not args.only else scenarios:
+        for s in scenarios if args.only else known:
             flag = "" if s.default else "  (only with --only: shows an open bug)"
             print(f"{s.key:<14} {'/'.join(s.backends):<18} {s.title}{flag}")
         return 0
@@ -81,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     spikes = Spikes(keep=args.keep)
     report = Report(header=[])
+    pg_version: str | None = None
     try:
         for number, (scenario, backend) in enumerate(plan, 1):
             section = Section(scenario.key, scenario.title, BACKEND_LABELS[backend],
@@ -107,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spikes.close()
         report.seconds = time.monotonic() - began
-        report.header = _header(pg_version if "pg_version" in locals() else None,
-                                args, plan)
+        report.header = _header(pg_version, args, plan)
         text = report.markdown()
         print(text)
         if args.report is not None:

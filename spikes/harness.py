@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,7 +85,6 @@ class Proc:
     label: str
     popen: subprocess.Popen[bytes]
     log_path: Path
-    started: float = field(default_factory=time.time)
 
     @property
     def pid(self) -> int:
@@ -139,7 +138,6 @@ class CliResult:
     code: int
     stdout: str
     stderr: str
-    seconds: float
 
     @property
     def json(self) -> Any:
@@ -329,40 +327,37 @@ class Case:
     def shorten(self, text: str) -> str:
         return text.replace(str(self.dir), "…").replace(str(self.spikes.base), "$TMP")
 
-    def umt(self, *args: str, spike: bool = False, env: dict[str, str] | None = None,
-            timeout: float = 120.0, show: bool = True, json_flag: bool = True) -> CliResult:
+    def umt(self, *args: str, spike: bool = False, timeout: float = 120.0,
+            show: bool = True) -> CliResult:
         """Runs one umt command (``--json``) and records it with its output as evidence."""
-        argv = [*self._argv(spike), *(["--json"] if json_flag else []), *args]
+        argv = [*self._argv(spike), "--json", *args]
         prefix = "python -m spikes.umt_cli" if spike else "umt"
         shown_args = [a if len(a) < 90 else a[:60] + "…" for a in args]
-        shown = self.shorten(f"{prefix} {'--json ' if json_flag else ''}{shlex.join(shown_args)}")
-        began = time.monotonic()
+        shown = self.shorten(f"{prefix} --json {shlex.join(shown_args)}")
         try:
-            done = subprocess.run(argv, cwd=REPO, env=child_env(env), capture_output=True,
+            done = subprocess.run(argv, cwd=REPO, env=child_env(), capture_output=True,
                                   text=True, timeout=timeout, stdin=subprocess.DEVNULL)
             code, out, err = done.returncode, done.stdout, done.stderr
         except subprocess.TimeoutExpired as exc:
             code, out, err = -1, str(exc.stdout or ""), f"timed out after {timeout:.0f}s"
-        result = CliResult(shown, code, out, err, time.monotonic() - began)
+        result = CliResult(shown, code, out, err)
         if show:
             self.show_command(result)
         return result
 
-    def show_command(self, result: CliResult, *, output: Any = None) -> None:
+    def show_command(self, result: CliResult) -> None:
         lines = [f"$ {result.shown}"]
-        value = result.json if output is None else output
-        if value is not None:
-            lines.append(self.shorten(compact(value)))
+        if result.json is not None:
+            lines.append(self.shorten(compact(result.json)))
         if result.code != 0:
             lines.append(self.shorten(result.error_line))
         self.section.block(lines)
 
     def worker(self, label: str, *, workflows: Sequence[str] | None = None,
-               faults: str | None = None, concurrency: int = 2,
-               env: dict[str, str] | None = None) -> Proc:
+               faults: str | None = None, concurrency: int = 2) -> Proc:
         """``umt worker`` as its own process (through ``spikes.umt_cli`` when it needs the
         spike workflows or faults)."""
-        extra = dict(env or {})
+        extra: dict[str, str] = {}
         spike = bool(workflows) or bool(faults)
         if workflows:
             extra["SPIKE_WORKFLOWS"] = ",".join(workflows)
@@ -458,10 +453,7 @@ class Case:
         labels = self.worker_labels()
         lines = [f"{title}: run      step            att worker epoch operation → phase  detail"]
         for e in entries:
-            detail = e["detail"]
-            if isinstance(detail, str):
-                with contextlib.suppress(ValueError):
-                    detail = json.loads(detail)
+            detail = e["detail"]  # decoded by sql()
             if isinstance(detail, dict):
                 detail = _shown_detail(detail)
             run = str(e["run_id"])[:8]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,16 @@ def sha256_of(path: Path) -> str:
         while chunk := handle.read(4 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def timestamp(value: Any) -> float:
+    """Seconds since the epoch of a timestamp from ``umt show --json``, the database or a run
+    (ISO text or datetime; naive means UTC)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return float(value.timestamp())
 
 
 def library_files(case: Case) -> list[Path]:

@@ -16,10 +16,10 @@ import os
 import signal
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from spikes.fake_qbittorrent import FakeQbittorrent
 from spikes.harness import Case, wait_until
 from spikes.scenarios import (
     PG_ONLY,
@@ -31,6 +31,7 @@ from spikes.scenarios import (
     scenario,
     sha256_of,
     step_of,
+    timestamp,
 )
 
 FAKE = "umt CLI and `umt worker`; fake qBittorrent"
@@ -47,16 +48,19 @@ def _start(case: Case, hash_hex: str, name: str, *extra: str) -> str:
     return str(result.json["run_id"])
 
 
+def _signaled_acquisition(case: Case, label: str, name: str,
+                          size: int) -> tuple[FakeQbittorrent, str, str]:
+    """(fake, hash, run id): a torrent prepared in the fake qBittorrent, its done signal sent
+    ahead, and its acquisition started."""
+    fake = case.fake_qbittorrent()
+    hash_hex = info_hash(f"{label}-{case.backend}")
+    fake.prepare(hash_hex, name, size)
+    case.umt("signal", f"download-done:{hash_hex}")
+    return fake, hash_hex, _start(case, hash_hex, name)
+
+
 def _partials(case: Case) -> list[Path]:
     return sorted(p for p in case.library.rglob("*.umt-partial"))
-
-
-def _when(value: Any) -> float:
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return float(value.timestamp())
 
 
 # ---------------------------------------------------------------------- (a) main path
@@ -90,7 +94,7 @@ def main_path(case: Case) -> None:
     started = case.umt("start-acquire", str(torrent_file), "--name", "Spike Film",
                        "--retention", "2s")
     run_id = str((started.json or {}).get("run_id"))
-    worker = case.worker("A")
+    case.worker("A")
     case.wait_run(run_id, lambda r: r.status != "pending", 30)
     case.umt("status", run_id)
     run = case.settled(run_id, 90)
@@ -144,7 +148,6 @@ def main_path(case: Case) -> None:
                                           ("catalog", "done"), ("qbt-delete", "done"))),
           "the ledger records the add, the import, the catalog entry and the removal")
     check(not leftover, "cleanup removed the torrent from qBittorrent")
-    del worker
 
 
 # ---------------------------------------------------------------------- (b) kill -9
@@ -160,11 +163,7 @@ def kill_mid_copy(case: Case) -> None:
         "lease.")
     case.configure(lease="30s", poll="1s")
     migrate(case)
-    fake = case.fake_qbittorrent()
-    hash_hex = info_hash(f"kill-{case.backend}")
-    fake.prepare(hash_hex, "Crash Film", 64 << 20)
-    case.umt("signal", f"download-done:{hash_hex}")
-    run_id = _start(case, hash_hex, "Crash Film")
+    fake, hash_hex, run_id = _signaled_acquisition(case, "kill", "Crash Film", 64 << 20)
     a = case.worker("A", workflows=["acquire"], faults="slow-copy=16")
     partial = wait_until(lambda: [p for p in _partials(case) if p.stat().st_size >= 16 << 20],
                          60, interval=0.05)
@@ -185,7 +184,7 @@ def kill_mid_copy(case: Case) -> None:
     labels = case.worker_labels()
     copy = step_of(show, "copy-file")
     a2_attempts = [x for x in copy["attempts"] if labels.get(str(x["worker_id"])) == "A2"]
-    takeover = _when(a2_attempts[0]["started_at"]) - killed_at if a2_attempts else None
+    takeover = timestamp(a2_attempts[0]["started_at"]) - killed_at if a2_attempts else None
     expected = fake.content_sha256(hash_hex)
     files = library_files(case)
     case.section.block([
@@ -228,7 +227,7 @@ def early_signal(case: Case) -> None:
     fake.prepare(hash_hex, "Early Film", 2 << 20)
     early = case.umt("signal", f"download-done:{hash_hex}")
     run_id = _start(case, hash_hex, "Early Film")
-    worker = case.worker("A")
+    case.worker("A")
     run = case.settled(run_id, 15)
     case.umt("status", run_id)
     late = case.umt("signal", f"download-done:{hash_hex}", "--run", run_id)
@@ -237,11 +236,7 @@ def early_signal(case: Case) -> None:
     case.section.block([f"signals table: {shown}"])
     step = case.sql(f"SELECT status, result FROM {case.table('steps')} WHERE run_id = :r "
                     "AND name = 'wait-download'", r=run_id)
-    received = step[0]["result"] if step else None
-    if isinstance(received, str):
-        import json
-
-        received = json.loads(received)
+    received = step[0]["result"] if step else None  # case.sql decodes JSON columns
     check = case.section.check
     check(early.code == 0 and (early.json or {}).get("kept") is True
           and (early.json or {}).get("delivered_to") == [],
@@ -252,7 +247,6 @@ def early_signal(case: Case) -> None:
           f"wait-download received that very signal; the run {run.status}")
     check(late.code == 1 and "already succeeded" in late.stderr,
           "a signal aimed at the finished run is refused: " + case.shorten(late.error_line))
-    del worker
 
 
 # ---------------------------------------------------------------------- (d) cancel
@@ -269,12 +263,8 @@ def cancel_mid_copy(case: Case) -> None:
         "refused.")
     case.configure(poll="0.5s")
     migrate(case)
-    fake = case.fake_qbittorrent()
-    hash_hex = info_hash(f"cancel-{case.backend}")
-    fake.prepare(hash_hex, "Cancel Film", 64 << 20)
-    case.umt("signal", f"download-done:{hash_hex}")
-    run_id = _start(case, hash_hex, "Cancel Film")
-    worker = case.worker("A", workflows=["acquire"], faults="slow-copy=16")
+    fake, hash_hex, run_id = _signaled_acquisition(case, "cancel", "Cancel Film", 64 << 20)
+    case.worker("A", workflows=["acquire"], faults="slow-copy=16")
     wait_until(lambda: [p for p in _partials(case) if p.stat().st_size >= 8 << 20], 60,
                interval=0.05)
     gone_at: list[float] = []
@@ -291,7 +281,7 @@ def cancel_mid_copy(case: Case) -> None:
     case.ledger_block(case.ledger(run_id))
     source = fake.download_dir / "Cancel Film.mkv"
     copy_attempts = step_of(show, "copy-file")["attempts"]
-    canceled_at = _when(copy_attempts[-1]["finished_at"]) if copy_attempts and copy_attempts[
+    canceled_at = timestamp(copy_attempts[-1]["finished_at"]) if copy_attempts and copy_attempts[
         -1]["finished_at"] else None
     stopped_after = gone_at[0] - canceled_at if gone and canceled_at else None
     case.section.block([
@@ -320,7 +310,6 @@ def cancel_mid_copy(case: Case) -> None:
           "compensation removed the torrent the run added and its data; nothing in the library")
     check(run.status == "canceled" and late.code == 1 and "canceled" in late.stderr,
           "a later signal to the run is refused: " + case.shorten(late.error_line))
-    del worker
 
 
 # ---------------------------------------------------------------------- (f) idempotency
@@ -371,13 +360,9 @@ def dropped_after_add(case: Case) -> None:
         "torrent is its own (so that cleanup removes it).")
     case.configure(poll="0.5s")
     migrate(case)
-    fake = case.fake_qbittorrent()
-    hash_hex = info_hash(f"drop-{case.backend}")
-    fake.prepare(hash_hex, "Drop Film", 2 << 20)
+    fake, _, run_id = _signaled_acquisition(case, "drop", "Drop Film", 2 << 20)
     fake.drop_after("torrents/add", times=1)
-    case.umt("signal", f"download-done:{hash_hex}")
-    run_id = _start(case, hash_hex, "Drop Film")
-    worker = case.worker("A")
+    case.worker("A")
     run = case.settled(run_id, 30)
     show = case.umt("show", run_id, show=False).json or {}
     attempts_block(case, show)
@@ -388,11 +373,7 @@ def dropped_after_add(case: Case) -> None:
         if call.endpoint in ("torrents/add", "torrents/addTags", "torrents/delete"))])
     step = case.sql(f"SELECT result FROM {case.table('steps')} WHERE run_id = :r "
                     "AND name = 'submit-download'", r=run_id)
-    result = step[0]["result"] if step else {}
-    if isinstance(result, str):
-        import json
-
-        result = json.loads(result)
+    result = step[0]["result"] if step else {}  # case.sql decodes JSON columns
     adds = fake.calls_to("torrents/add")
     done = [r for r in ledger if r["operation"].startswith("qbt-add") and r["phase"] == "done"]
     check = case.section.check
@@ -406,7 +387,6 @@ def dropped_after_add(case: Case) -> None:
           and _detail(done[-1]).get("present_before") is False,
           "the run knows it added the torrent (present_before=false, from its first intent)")
     check(not fake.live_torrents(), "cleanup removed it")
-    del worker
 
 
 @scenario("qbt-drop-real", "qBittorrent accepted the torrent, then the connection dropped "
@@ -466,12 +446,8 @@ def dropped_after_add_real(case: Case) -> None:
 
 
 def _detail(row: dict[str, Any]) -> dict[str, Any]:
-    detail = row["detail"]
-    if isinstance(detail, str):
-        import json
-
-        detail = json.loads(detail)
-    return dict(detail or {})
+    """A ledger row's detail (``case.ledger`` has decoded it), ``{}`` when it has none."""
+    return dict(row["detail"] or {})
 
 
 @scenario("rename-kill", "Copy finished but the result was not committed: no double import",
@@ -486,11 +462,7 @@ def killed_between_rename_and_commit(case: Case) -> None:
         "finished import and not copy again.")
     case.configure(poll="0.5s")
     migrate(case)
-    fake = case.fake_qbittorrent()
-    hash_hex = info_hash(f"rename-{case.backend}")
-    fake.prepare(hash_hex, "Rename Film", 16 << 20)
-    case.umt("signal", f"download-done:{hash_hex}")
-    run_id = _start(case, hash_hex, "Rename Film")
+    fake, hash_hex, run_id = _signaled_acquisition(case, "rename", "Rename Film", 16 << 20)
     a = case.worker("A", workflows=["acquire"], faults="stop-after-rename")
     stopped = wait_until(lambda: a.state() == "T", 60, interval=0.05)
     files = library_files(case)
@@ -505,7 +477,7 @@ def killed_between_rename_and_commit(case: Case) -> None:
                      f"then: {copy_at_kill[0]['status'] if copy_at_kill else '-'}; killed.")
     case.ledger_block([r for r in ledger_at_kill if r["operation"].startswith("copy:")],
                       title="ledger at the kill")
-    a2 = case.worker("A2")
+    case.worker("A2")
     run = case.settled(run_id, 40)
     case.umt("status", run_id)
     show = case.umt("show", run_id, show=False).json or {}
@@ -530,7 +502,6 @@ def killed_between_rename_and_commit(case: Case) -> None:
     check(len(done) == 1 and _detail(done[0]).get("recovered") is True,
           "A2 recognised the finished import from the ledger and the file (done, recovered)")
     check(len(catalog) == 1, "one catalog entry")
-    del a2
 
 
 @scenario("copy-freeze", "A worker frozen mid-copy wakes up while the new owner copies",
@@ -544,11 +515,7 @@ def frozen_mid_copy(case: Case) -> None:
         "without touching B's temporary file, and B's copy must complete on its first attempt.")
     case.configure(lease="2s", poll="0.5s")
     migrate(case)
-    fake = case.fake_qbittorrent()
-    hash_hex = info_hash(f"copy-freeze-{case.backend}")
-    fake.prepare(hash_hex, "Frozen Film", 64 << 20)
-    case.umt("signal", f"download-done:{hash_hex}")
-    run_id = _start(case, hash_hex, "Frozen Film")
+    fake, hash_hex, run_id = _signaled_acquisition(case, "copy-freeze", "Frozen Film", 64 << 20)
     a = case.worker("A", workflows=["acquire"], faults="slow-copy=16")
     wait_until(lambda: [p for p in _partials(case) if p.stat().st_size >= 8 << 20], 60,
                interval=0.05)

@@ -13,13 +13,21 @@ import contextlib
 import json
 import signal
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
 from spikes.harness import Case, wait_until
-from spikes.scenarios import PG_ONLY, attempts_block, info_hash, magnet, migrate, scenario
+from spikes.report import compact
+from spikes.scenarios import (
+    PG_ONLY,
+    attempts_block,
+    info_hash,
+    magnet,
+    migrate,
+    scenario,
+    timestamp,
+)
 from spikes.workflows import BURST, FLAKY, HOLDER, SHARED, SLEEPER, UPGRADE
 
 SPIKE_CLI = "workers and spike runs: python -m spikes.umt_cli (umt's CLI + spike workflows)"
@@ -30,14 +38,6 @@ def _start(case: Case, workflow: str, spec: Any, *extra: str) -> str:
     if result.code != 0 or not result.json:
         raise RuntimeError(f"spike-start failed: {result.stderr.strip()}")
     return str(result.json["run_id"])
-
-
-def _ts(value: Any) -> float:
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return float(value.timestamp())
 
 
 # ---------------------------------------------------------------------- (b) SIGSTOP
@@ -72,12 +72,12 @@ def frozen_worker(case: Case) -> None:
     a.send(signal.SIGSTOP)
     stopped_at = time.time()
     time.sleep(0.2)  # a heartbeat A had already sent commits now, or never
-    lease_until = _ts(case.run(run_id).lease_expires_at) - stopped_at
+    lease_until = timestamp(case.run(run_id).lease_expires_at) - stopped_at
     case.worker("B", workflows=[f"{HOLDER}@1"], concurrency=1)
     b_intent = wait_until(lambda: hold_intent(None, exclude=a_id), 30)
     b_took_over = time.time()
     a.send(signal.SIGCONT)
-    b_claimed = min((_ts(x["started_at"]) for x in case.attempts(run_id)
+    b_claimed = min((timestamp(x["started_at"]) for x in case.attempts(run_id)
                      if b_intent is not None and str(x["worker_id"]) == str(
                          b_intent["worker_id"])), default=stopped_at) - stopped_at
     case.section.say(
@@ -157,8 +157,8 @@ def retries(case: Case) -> None:
     case.ledger_block([r for r in case.ledger(acquire_id) if r["step"] == "submit-download"])
     case.section.block(["fake qBittorrent, torrents/add:",
                         *("  " + call.line() for call in fake.calls_to("torrents/add"))])
-    flaky1 = [a for a in case.attempts(recovers)]
-    flaky2 = [a for a in case.attempts(exhausts)]
+    flaky1 = case.attempts(recovers)
+    flaky2 = case.attempts(exhausts)
     submit = [a for a in case.attempts(acquire_id) if a["position"] == 0 and a["phase"] == "main"]
     check = case.section.check
     check(first.status == "succeeded" and [a["status"] for a in flaky1]
@@ -211,12 +211,12 @@ def versions(case: Case) -> None:
     case.wait_run(control, ["waiting"], 20)
     case.umt("signal", f"go:{control}", "--run", control)
     control_run = case.settled(control, 20)
-    time.sleep(max(0.0, 3.0 - (time.time() - _ts(before.updated_at))))
+    time.sleep(max(0.0, 3.0 - (time.time() - timestamp(before.updated_at))))
     after = case.run(run_id)
     case.umt("status", run_id)
     case.section.say(
         f"Meanwhile the v2 worker ran a v2 run to the end ({control_run.status}); the v1 run "
-        f"stayed as it was for {time.time() - _ts(before.updated_at):.1f} s.")
+        f"stayed as it was for {time.time() - timestamp(before.updated_at):.1f} s.")
     case.worker("v1+drift", workflows=[f"{UPGRADE}@1+drift"])
     failed = case.settled(run_id, 15)
     case.umt("status", run_id)
@@ -273,7 +273,7 @@ def shared_database(case: Case) -> None:
     check(len(case.sql(f"SELECT * FROM {table} WHERE order_key = 'other-application-row'"))
           == 1, "umt's migrations left the other application's table and row alone")
     case.sql(f"INSERT INTO {table} (order_key) VALUES ('k-atomic')")
-    worker = case.worker("A", workflows=[f"{SHARED}@1"])
+    case.worker("A", workflows=[f"{SHARED}@1"])
     run_id = _start(case, f"{SHARED}@1", {"order_key": "k-atomic"})
 
     def first_failure() -> list[dict[str, Any]] | None:
@@ -309,12 +309,9 @@ def shared_database(case: Case) -> None:
           and orders[0]["attempt"] == result.get("attempt") == done_rows[0]["attempt"],
           "the retry committed result, order and ledger row together, once (attempt "
           f"{result.get('attempt')})")
-    del worker
 
 
 def compact_rows(rows: list[dict[str, Any]]) -> str:
-    from spikes.report import compact
-
     return compact(rows, 300)
 
 
@@ -554,8 +551,8 @@ def ten_thousand_sleepers(case: Case) -> None:
                        "--key-prefix", "s10k", "--input", '{"duration": "1h"}', spike=True,
                        show=False)
     began = time.monotonic()
-    a = case.worker("A", workflows=[f"{SLEEPER}@1"], concurrency=32)
-    b = case.worker("B", workflows=[f"{SLEEPER}@1"], concurrency=32)
+    case.worker("A", workflows=[f"{SLEEPER}@1"], concurrency=32)
+    case.worker("B", workflows=[f"{SLEEPER}@1"], concurrency=32)
 
     def sleeping() -> int:
         rows = case.sql("SELECT count(*) AS n FROM umt.runs WHERE status = 'sleeping'")
@@ -601,4 +598,3 @@ def ten_thousand_sleepers(case: Case) -> None:
           "two workers (fewer than 10)")
     check(slowest < 20, f"no idle statement is slow with 10,000 sleepers (slowest mean "
           f"{slowest:.2f} ms)")
-    del a, b
