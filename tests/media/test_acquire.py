@@ -34,13 +34,6 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def swarm(base: Path) -> Iterator[Swarm]:
-    swarm = Swarm.start(base / "swarm")
-    yield swarm
-    swarm.destroy()
-
-
-@pytest.fixture(scope="module")
 def movie(swarm: Swarm, base: Path) -> tuple[SeededTorrent, str]:
     """A 56 MiB "movie" the seeder serves (tracker in the torrent)."""
     folder = base / "seeded"

@@ -40,13 +40,6 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def swarm(base: Path) -> Iterator[Swarm]:
-    swarm = Swarm.start(base / "swarm")
-    yield swarm
-    swarm.destroy()
-
-
-@pytest.fixture(scope="module")
 def leecher(base: Path) -> Iterator[QbtInstance]:
     instance = QbtInstance.create(base / "leecher", local_host_auth=True)
     instance.start()
