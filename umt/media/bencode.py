@@ -50,7 +50,7 @@ def decode(data: bytes) -> Decoded:
         start = pos
         head = data[pos]
         value: Any
-        if head == _LIST or head == _DICT:
+        if head in (_LIST, _DICT):
             if len(containers) >= MAX_DEPTH:
                 raise BencodeError(f"nested deeper than {MAX_DEPTH} levels")
             containers.append([] if head == _LIST else {})
