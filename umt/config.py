@@ -248,10 +248,10 @@ class QbittorrentSettings(_Section):
     def _check_url(cls, value: str) -> str:
         try:
             parts = urlsplit(value)
-            hostname = parts.hostname
+            usable = parts.scheme in ("http", "https") and bool(parts.hostname)
         except ValueError:
-            hostname = None
-        if parts.scheme not in ("http", "https") or not hostname:
+            usable = False
+        if not usable:
             raise ValueError("not an http(s) URL such as 'http://127.0.0.1:8080'")
         if "@" in parts.netloc:
             raise ValueError("put credentials in qbittorrent.username/password, not in the URL")
