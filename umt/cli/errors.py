@@ -26,6 +26,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: An error line is cut to this many characters.
+MAX_MESSAGE_CHARS = 1000
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 the operation failed or conflicts (database or qBittorrent "
@@ -137,6 +139,8 @@ def handle(exc: BaseException, stderr: IO[str] | None = None) -> int:
         stream.write(redact("".join(traceback.format_exception(exc))))
     if message is not None:
         line = printable(" ".join(redact(message).split()))
+        if len(line) > MAX_MESSAGE_CHARS:  # an echoed argument can be megabytes long
+            line = line[:MAX_MESSAGE_CHARS] + "…"
         stream.write(f"umt: error: {line}\n")
         stream.flush()
     return code

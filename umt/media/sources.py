@@ -96,6 +96,8 @@ def parse_source(text: str, *, fetch_url: Callable[[str], bytes] | None = None) 
     text = text.strip()
     if not text:
         raise InvalidSource("empty source: give a magnet link, a .torrent file or its URL")
+    if "\0" in text:
+        raise InvalidSource("the source contains a NUL character")
     if text.lower().startswith("magnet:"):
         return parse_magnet(text)
     if text.lower().startswith(("http://", "https://")):

@@ -118,11 +118,12 @@ def _database_check(app: Application) -> Check:
 
 def _qbittorrent_check(app: Application) -> tuple[QbtClient | None, Check]:
     from umt.media.qbittorrent import QbtAdapterError, QbtAuthFailed, QbtClient, QbtUnavailable
+    from umt.textsafe import redact_url
 
     section = app.settings.qbittorrent
-    url = section.url
+    url = redact_url(section.url)
     # One try: doctor reports an unreachable qBittorrent itself, at once.
-    qbt = QbtClient(url, section.username, section.password or "",
+    qbt = QbtClient(section.url, section.username, section.password or "",
                     timeout=section.timeout.total_seconds(), attempts=1)
     try:
         version = qbt.version()
