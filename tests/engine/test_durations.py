@@ -57,7 +57,6 @@ INVALID = [
     ("99999999999999999999", "longer than 36500 days"),
     ("36501d", "longer than 36500 days"),
     ("P36501D", "longer than 36500 days"),
-    ("9" * 65, "too long"),
 ]
 
 
@@ -112,3 +111,9 @@ def test_format(duration: timedelta, expected: str) -> None:
 )
 def test_format_round_trips(duration: timedelta) -> None:
     assert parse_duration(format_duration(duration)) == duration
+
+
+def test_a_duration_longer_than_any_real_one_is_refused_without_echoing_it_whole() -> None:
+    with pytest.raises(InvalidDuration, match="too long") as info:
+        parse_duration("9" * 100_000)
+    assert len(str(info.value)) < 120
