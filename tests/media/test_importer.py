@@ -31,7 +31,6 @@ from umt.media.importer import (
     partial_path,
     remove_empty_dirs,
     remove_stray_partial,
-    verify_existing,
 )
 
 MiB = 1024 * 1024
@@ -496,21 +495,6 @@ def test_a_read_only_destination_raises_a_permission_error(downloads: Path, tmp_
 
 
 # --------------------------------------------------------------------------- re-execution helpers
-
-
-def test_verify_existing(downloads: Path, library: Path) -> None:
-    data = write_random(library / "a.mkv", 10_000)
-    digest = hashlib.sha256(data).hexdigest()
-    (library / "link.mkv").symlink_to(library / "a.mkv")
-
-    assert verify_existing(library / "a.mkv", size=10_000, sha256=digest)
-    assert verify_existing(library / "a.mkv", size=10_000, sha256=digest, full_check=True)
-    assert verify_existing(library / "a.mkv", size=10_000, sha256=None, full_check=True)
-    assert not verify_existing(library / "a.mkv", size=9_999, sha256=digest)
-    assert not verify_existing(library / "a.mkv", size=10_000, sha256="0" * 64, full_check=True)
-    assert not verify_existing(library / "missing.mkv", size=10_000, sha256=None)
-    assert not verify_existing(library / "link.mkv", size=10_000, sha256=None)
-    assert not verify_existing(library, size=10_000, sha256=None)
 
 
 def test_ensure_dir_inside_creates_and_reports_the_missing_folders(library: Path) -> None:

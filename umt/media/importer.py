@@ -29,8 +29,8 @@ completeness, and after ``fsync`` the destination's size must equal the number o
 the source's size at the start; the source's size and mtime must not have changed during the
 copy. This catches short and failed writes, a full disk and a source modified while it was being
 copied. It does not catch corruption below the page cache (disk, controller, network
-filesystem): only re-reading the destination does, which :func:`verify_existing` with
-``full_check=True`` offers against the recorded hash. ``verify="size"`` skips the hash.
+filesystem): only re-reading the destination does, which :func:`holds_import` does for an import
+recorded without its identity. ``verify="size"`` skips the hash.
 Hardlinks and reflinks share the source's data blocks, so no bytes pass through umt and their
 ``sha256`` is ``None``.
 """
@@ -78,7 +78,6 @@ __all__ = [
     "remove_empty_dirs",
     "remove_stray_partial",
     "resolve_inside",
-    "verify_existing",
 ]
 
 ImportMode = Literal["auto", "hardlink", "copy"]
@@ -231,23 +230,6 @@ def holds_import(dest: Path, detail: dict[str, object]) -> bool:
     if all(isinstance(part, int) for part in identity):
         return (info.st_dev, info.st_ino, info.st_mtime_ns) == identity
     return isinstance(sha256, str) and _sha256_of(dest) == sha256.lower()
-
-
-def verify_existing(dest: Path, *, size: int, sha256: str | None, full_check: bool = False) -> bool:
-    """True when ``dest`` is a regular file (not a symlink) of ``size`` bytes.
-
-    With ``full_check`` the file is read again and compared with ``sha256``; without a recorded
-    hash (hardlink or reflink imports) there is nothing to compare, so only the size counts.
-    """
-    try:
-        info = dest.lstat()
-    except FileNotFoundError:
-        return False
-    if not stat.S_ISREG(info.st_mode) or info.st_size != size:
-        return False
-    if full_check and sha256 is not None:
-        return _sha256_of(dest) == sha256.lower()
-    return True
 
 
 def partial_path(dest: Path, owner: str = "") -> Path:
