@@ -68,9 +68,9 @@ def _slow_copy(bytes_per_second: float) -> None:
 
 
 def _stop_after_rename() -> None:
-    from umt.media import importer
+    from umt.media.importing import publish as publishing
 
-    real_publish = importer.publish_no_replace
+    real_publish = publishing.publish_no_replace
     fired = threading.Event()
 
     def publish(partial: Any, dest: Any) -> None:
@@ -81,7 +81,7 @@ def _stop_after_rename() -> None:
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGSTOP)
 
-    importer.publish_no_replace = publish  # type: ignore[assignment]
+    publishing.publish_no_replace = publish  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------------- registry

@@ -36,7 +36,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from umt.engine.durations import InvalidDuration, format_duration, parse_duration
 from umt.engine.store.urls import DatabaseTarget, InvalidDatabaseUrl, mask_database_url
 from umt.engine.store.urls import parse_database_url as _parse_database_url
-from umt.media.importer import ImportMode, VerifyMode
+from umt.media.importing import ImportMode, VerifyMode
 from umt.media.naming import DEFAULT_TEMPLATE, TemplateError, validate_template
 from umt.textsafe import redact_url
 

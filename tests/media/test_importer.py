@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from umt.media import importer
-from umt.media.importer import (
+from umt.media import importing as importer
+from umt.media.importing import (
     CrossDevice,
     DestinationExists,
     ImportPermissionError,
@@ -26,12 +26,14 @@ from umt.media.importer import (
     NoSpace,
     SourceChanged,
     UnsafePath,
+    copying,
     ensure_dir_inside,
     import_file,
     partial_path,
     remove_empty_dirs,
     remove_stray_partial,
 )
+from umt.media.importing import publish as publishing
 
 MiB = 1024 * 1024
 
@@ -155,7 +157,7 @@ def test_copy_of_an_empty_file(downloads: Path, library: Path) -> None:
 def test_progress_is_monotonic_and_ends_with_the_total(
     downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(importer, "PROGRESS_INTERVAL_SECONDS", 0.0)
+    monkeypatch.setattr(copying, "PROGRESS_INTERVAL_SECONDS", 0.0)
     write_random(downloads / "a.mkv", 1 * MiB)
     progress = Progress()
 
@@ -301,7 +303,7 @@ def test_a_file_that_appears_while_importing_is_never_replaced(
 ) -> None:
     """The check before the copy is not the guarantee: the publish itself refuses to replace."""
     if not renameat2:
-        monkeypatch.setattr(importer, "_rename_noreplace", lambda partial, dest: False)
+        monkeypatch.setattr(publishing, "_rename_noreplace", lambda partial, dest: False)
     write_random(downloads / "a.mkv", 300_000)
     dest = library / "a.mkv"
 
@@ -319,7 +321,7 @@ def test_a_publish_leaves_one_name_holding_the_complete_file(
     downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch, renameat2: bool
 ) -> None:
     if not renameat2:
-        monkeypatch.setattr(importer, "_rename_noreplace", lambda partial, dest: False)
+        monkeypatch.setattr(publishing, "_rename_noreplace", lambda partial, dest: False)
     data = write_random(downloads / "a.mkv", 300_000)
     result = copy(downloads / "a.mkv", library / "a.mkv")
     assert os.listdir(library) == ["a.mkv"]

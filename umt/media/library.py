@@ -10,7 +10,7 @@ temporary file is complete and synced, right before the publish — a fenced wri
 that lost the run stops here; it names the file's identity), and ``done``. A re-execution skips
 a ``done`` import whose file is still the one it published, finishes a ``verified`` one whose
 publish happened, removes a stray temporary file and starts over otherwise. The publish never
-replaces a file (see ``umt.media.importer``), and an equal size never stands for equal content.
+replaces a file (see ``umt.media.importing``), and an equal size never stands for equal content.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from umt.engine import PermanentError, StepContext
-from umt.media.importer import (
+from umt.media.importing import (
     CrossDevice,
     DestinationExists,
     ImportResult,

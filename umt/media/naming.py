@@ -46,7 +46,7 @@ import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
-from umt.media.importer import UnsafePath, resolve_inside
+from umt.media.importing import UnsafePath, resolve_inside
 
 __all__ = [
     "DEFAULT_TEMPLATE",

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from umt.media.importer import ImportMode, VerifyMode
+from umt.media.importing import ImportMode, VerifyMode
 from umt.media.sources import TorrentSource
 
 
