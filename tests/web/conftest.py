@@ -22,6 +22,7 @@ from umt.app import App
 from umt.cli.application import Application
 from umt.cli.commands.doctor import run_checks
 from umt.engine import Engine
+from umt.web.guard import LOOPBACK_HOSTS
 from umt.web.server import create_app
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -81,10 +82,10 @@ def configured(
     return application
 
 
-def make_site(
-    application: Application, *, token: str | None = None,
-) -> Starlette:
-    return create_app(application.app, checks=lambda: run_checks(application), token=token)
+def make_site(application: Application, *, token: str | None = None) -> Starlette:
+    """As ``umt web`` makes it: on loopback without a token, elsewhere with one."""
+    return create_app(application.app, checks=lambda: run_checks(application), token=token,
+                      allowed_hosts=LOOPBACK_HOSTS if token is None else None)
 
 
 @pytest.fixture
