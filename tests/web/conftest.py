@@ -4,13 +4,16 @@ PostgreSQL database (parametrized like the engine's suite), driven by Starlette'
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 from starlette.applications import Starlette
 
 with warnings.catch_warnings():  # Starlette now prefers httpx2, which is not packaged here yet
@@ -18,6 +21,7 @@ with warnings.catch_warnings():  # Starlette now prefers httpx2, which is not pa
     from starlette.testclient import TestClient
 
 from tests.cli.conftest import isolated_env
+from tests.support.qbittorrent import free_port, wait_until
 from umt.app import App
 from umt.cli.application import Application
 from umt.cli.commands.doctor import run_checks
@@ -86,6 +90,22 @@ def make_site(application: Application, *, token: str | None = None) -> Starlett
     """As ``umt web`` makes it: on loopback without a token, elsewhere with one."""
     return create_app(application.app, checks=lambda: run_checks(application), token=token,
                       allowed_hosts=LOOPBACK_HOSTS if token is None else None)
+
+
+@contextmanager
+def served(site: Starlette) -> Iterator[str]:
+    """``site`` served by a real uvicorn on a free loopback port; yields its URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(site, host="127.0.0.1", port=port,
+                                           log_level="warning", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, timeout=10, what="uvicorn to start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture

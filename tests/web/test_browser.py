@@ -7,12 +7,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from tests.media.conftest import swarm  # noqa: F401  (the seeding qbittorrent-nox)
 from tests.media.pipeline import REPO, Pipeline
@@ -20,10 +18,9 @@ from tests.support.qbittorrent import (
     QbtInstance,
     SeededTorrent,
     Swarm,
-    free_port,
     make_payload,
-    wait_until,
 )
+from tests.web.conftest import served
 from umt.web.server import create_app
 
 pytestmark = [pytest.mark.qbittorrent, pytest.mark.slow]
@@ -82,16 +79,8 @@ def pipeline(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pipelin
 @pytest.fixture
 def dashboard(pipeline: Pipeline) -> Iterator[str]:
     """``umt web`` on the pipeline's installation, served by uvicorn on a free port."""
-    port = free_port()
-    site = create_app(pipeline.app, checks=list, token=None)
-    server = uvicorn.Server(uvicorn.Config(site, host="127.0.0.1", port=port,
-                                           log_level="warning", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, timeout=10, what="uvicorn to start")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(create_app(pipeline.app, checks=list, token=None)) as url:
+        yield url
 
 
 @pytest.fixture

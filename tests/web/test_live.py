@@ -4,17 +4,15 @@ on both backends; an idle page costs what an idle worker costs, no page costs no
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 
 from tests.cli.conftest import INFO_HASH, magnet
-from tests.support.qbittorrent import free_port, wait_until
 from tests.web.conftest import make_site
+from tests.web.conftest import served as serve
 from umt.cli.application import Application
 from umt.media.sources import parse_source
 from umt.web.feed import ChangeFeed
@@ -22,17 +20,8 @@ from umt.web.feed import ChangeFeed
 
 @pytest.fixture
 def served(configured: Application) -> Iterator[str]:
-    """``umt web``'s application served by a real uvicorn on a free loopback port."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(
-        make_site(configured), host="127.0.0.1", port=port, log_level="warning",
-        timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, timeout=10, what="uvicorn to start")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve(make_site(configured)) as url:
+        yield url
 
 
 def next_change(lines: Iterator[str]) -> str:
