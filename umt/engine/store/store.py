@@ -229,10 +229,12 @@ class Store:
         if before_id is not None and not valid_run_id(before_id):
             raise UnknownRun(before_id)
         with self.database.autocommit() as session:
-            rows = session.rows(
-                "runs_page", status=status, pattern=pattern, limit=limit + 1,
-                before_created_at=before_created_at, before_id=before_id,
-            )
+            keyset = {"pattern": pattern, "limit": limit + 1,
+                      "before_created_at": before_created_at, "before_id": before_id}
+            if status is None:
+                rows = session.rows("runs_page", **keyset)
+            else:
+                rows = session.rows("runs_page_of_status", status=status, **keyset)
         runs = [Run.from_row(row) for row in rows[:limit]]
         more = len(rows) > limit
         return RunsPage(runs, (runs[-1].created_at, runs[-1].id) if more else None)

@@ -44,7 +44,18 @@ LIMIT %(limit)s;
 -- Newest first, keyset-paginated: the page after (before_created_at, before_id), never an
 -- OFFSET. pattern: a LIKE pattern matched against the title and the info-hash of the input.
 SELECT * FROM runs
-WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+WHERE (%(pattern)s::text IS NULL
+       OR input->>'title' ILIKE %(pattern)s::text
+       OR input->>'info_hash' ILIKE %(pattern)s::text)
+  AND (%(before_created_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(before_created_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: runs_page_of_status
+-- runs_page for one status, written so that the plan can use runs_by_status.
+SELECT * FROM runs
+WHERE status = %(status)s::text
   AND (%(pattern)s::text IS NULL
        OR input->>'title' ILIKE %(pattern)s::text
        OR input->>'info_hash' ILIKE %(pattern)s::text)

@@ -35,7 +35,18 @@ LIMIT :limit;
 -- Newest first, keyset-paginated: the page after (before_created_at, before_id), never an
 -- OFFSET. pattern: a LIKE pattern matched against the title and the info-hash of the input.
 SELECT * FROM runs
-WHERE (:status IS NULL OR status = :status)
+WHERE (:pattern IS NULL
+       OR json_extract(input, '$.title') LIKE :pattern ESCAPE '\'
+       OR json_extract(input, '$.info_hash') LIKE :pattern ESCAPE '\')
+  AND (:before_created_at IS NULL OR (created_at, id) < (:before_created_at, :before_id))
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: runs_page_of_status
+-- runs_page for one status, written so that the plan can use runs_by_status (SQLite plans
+-- once for any parameters: "(:status IS NULL OR ...)" would never use it).
+SELECT * FROM runs
+WHERE status = :status
   AND (:pattern IS NULL
        OR json_extract(input, '$.title') LIKE :pattern ESCAPE '\'
        OR json_extract(input, '$.info_hash') LIKE :pattern ESCAPE '\')
