@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 from markupsafe import escape
 
 from tests.cli.conftest import INFO_HASH, OTHER_HASH, magnet
+from tests.support.qbittorrent import wait_until
 from tests.web.conftest import Site
-from umt.engine import Workflow
+from umt.engine import WorkerOptions, Workflow
 from umt.engine.jsonvalues import canonical_json
 from umt.media.sources import parse_source
 from umt.records import PACKAGE
@@ -149,3 +151,40 @@ def test_pages_work_without_javascript_and_fit_a_phone(site: Site) -> None:
     assert '<section id="live" data-events="/events?since=' in page
     css = site.client.get("/static/app.css")
     assert css.status_code == 200 and "@media (max-width: 40rem)" in css.text
+
+
+RELEASE = threading.Event()
+
+
+def _copying(ctx: Any, value: Any) -> Any:
+    def copy(step: Any) -> str:
+        step.progress(512 * 1024, 2 * 1024 * 1024, file="Film<1>.mkv")
+        RELEASE.wait(30)
+        return "copied"
+
+    return ctx.step("copy-file", copy)
+
+
+COPYING = Workflow("copying", "1", _copying)
+
+
+def test_copy_progress_shows_on_the_runs_and_the_run_page(site: Site) -> None:
+    run = site.engine.start(COPYING, None).run
+    worker = site.engine.worker([COPYING], WorkerOptions(poll_interval=timedelta(seconds=0.2)))
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    RELEASE.clear()
+    thread.start()
+    try:
+        wait_until(lambda: any(a.progress for a in site.engine.running_attempts([run.id])),
+                   timeout=20, what="the copy to report progress")
+        shown = "copy-file Film&lt;1&gt;.mkv: 512.0 KiB of 2.0 MiB (25%)"
+        listed = site.client.get("/").text
+        assert shown in listed and '<progress max="100" value="25">' in listed
+        page = site.client.get(f"/runs/{run.id}").text
+        assert shown in page and "/s, " in page and " left" in page  # rate and ETA
+    finally:
+        RELEASE.set()
+        stop.set()
+        thread.join(20)
+    assert site.engine.get(run.id).status == "succeeded"
