@@ -151,3 +151,9 @@ def test_cancel_from_the_page_and_watch_the_compensation(
         assert page.evaluate("window.notReloaded") is True
     expect(page.locator("table.timeline")).to_contain_text("(compensation)")
     assert pipeline.client.adapter().find("ab" * 20) is None
+
+    # On a phone nothing is wider than the screen (wide tables scroll inside themselves).
+    page.set_viewport_size({"width": 390, "height": 844})
+    for path in (f"/runs/{run_id}", "/", "/catalog", "/health"):
+        page.goto(f"{dashboard}{path}")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390, path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -44,7 +44,7 @@ def render(
     response: Response = board.templates.TemplateResponse(request, template, {
         **context,
         "csrf_field": CSRF_FIELD, "csrf_token": csrf_token(request),
-        "version": board.feed.version, "now": datetime.now(UTC),
+        "version": board.feed.version, "now": board.app.engine().clock.now(),
         "notice": NOTICES.get(request.query_params.get("notice", "")),
         "when": when, "span": span, "size_text": size_text, "error_message": error_message,
         "compact_json": compact_json, "run_title": run_title, "age": present.age,
@@ -72,7 +72,7 @@ def render_runs(
     search = (params.get("q") or "").strip()[:SEARCH_MAX] or None
     page = engine.runs_page(status=status, search=search, before=_page_key(params.get("before")),
                             limit=PAGE_SIZE)
-    now = datetime.now(UTC)
+    now = engine.clock.now()
     progress = {attempt.run_id: present.copy_progress(attempt, now)
                 for attempt in engine.running_attempts([run.id for run in page.runs])}
     older = None
