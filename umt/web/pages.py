@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -18,6 +18,9 @@ from umt.cli.render import compact_json, error_message, run_title, size_text, sp
 from umt.engine import UnknownRun
 from umt.web import present
 from umt.web.csrf import CSRF_FIELD, csrf_token, keep_token
+
+if TYPE_CHECKING:
+    from umt.web.server import Dashboard
 
 PAGE_SIZE = 50
 SEARCH_MAX = 200
@@ -33,8 +36,9 @@ NOTICES = {
 }
 
 
-def dashboard(request: Request) -> Any:
-    return request.app.state.dashboard
+def dashboard(request: Request) -> Dashboard:
+    board: Dashboard = request.app.state.dashboard
+    return board
 
 
 def render(

@@ -11,7 +11,7 @@
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
-    fetch(window.location.href, { credentials: "same-origin", headers: { "X-Umt-Live": "1" } })
+    fetch(window.location.href, { credentials: "same-origin" })
       .then(function (response) { return response.ok ? response.text() : null; })
       .then(function (html) {
         if (html === null) return;
