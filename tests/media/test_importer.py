@@ -124,8 +124,10 @@ def test_copy_writes_identical_bytes_with_their_sha256_and_leaves_only_the_file(
 
     result = copy(downloads / "movie.mkv", library / "movie.mkv", progress=progress)
 
+    published = (library / "movie.mkv").stat()
     assert result == ImportResult(
-        library / "movie.mkv", len(data), hashlib.sha256(data).hexdigest(), "copy"
+        library / "movie.mkv", len(data), hashlib.sha256(data).hexdigest(), "copy",
+        published.st_dev, published.st_ino, published.st_mtime_ns,
     )
     assert (library / "movie.mkv").read_bytes() == data
     assert os.listdir(library) == ["movie.mkv"]
@@ -214,7 +216,9 @@ def test_before_rename_sees_the_complete_file_and_its_failure_publishes_nothing(
     with pytest.raises(Canceled):
         copy(downloads / "a.mkv", dest, before_rename=lease_lost)
 
-    assert seen == [ImportResult(dest, len(data), hashlib.sha256(data).hexdigest(), "copy")]
+    assert [(r.dest, r.size, r.sha256, r.method) for r in seen] == [
+        (dest, len(data), hashlib.sha256(data).hexdigest(), "copy")
+    ]
     assert os.listdir(library) == []
 
 
@@ -283,12 +287,64 @@ def test_an_existing_library_file_is_not_overwritten(downloads: Path, library: P
     data = write_random(downloads / "a.mkv", 1000)
     (library / "a.mkv").write_text("someone else's file")
 
-    with pytest.raises(DestinationExists):
-        copy(downloads / "a.mkv", library / "a.mkv")
+    for mode in ("copy", "auto", "hardlink"):
+        with pytest.raises(DestinationExists, match="never replaces a library file"):
+            copy(downloads / "a.mkv", library / "a.mkv", mode=mode)
     assert (library / "a.mkv").read_text() == "someone else's file"
+    assert os.listdir(library) == ["a.mkv"]
+    assert (downloads / "a.mkv").read_bytes() == data
 
-    copy(downloads / "a.mkv", library / "a.mkv", overwrite=True)
+
+@pytest.mark.parametrize("renameat2", [True, False], ids=["renameat2", "link-fallback"])
+@pytest.mark.parametrize("mode", ["copy", "hardlink"])
+def test_a_file_that_appears_while_importing_is_never_replaced(
+    downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch, renameat2: bool, mode: str
+) -> None:
+    """The check before the copy is not the guarantee: the publish itself refuses to replace."""
+    if not renameat2:
+        monkeypatch.setattr(importer, "_rename_noreplace", lambda partial, dest: False)
+    write_random(downloads / "a.mkv", 300_000)
+    dest = library / "a.mkv"
+
+    def another_writer_got_there_first(result: ImportResult) -> None:
+        dest.write_bytes(b"the other run's content")
+
+    with pytest.raises(DestinationExists):
+        copy(downloads / "a.mkv", dest, mode=mode, before_rename=another_writer_got_there_first)
+    assert dest.read_bytes() == b"the other run's content"
+    assert os.listdir(library) == ["a.mkv"]
+
+
+@pytest.mark.parametrize("renameat2", [True, False], ids=["renameat2", "link-fallback"])
+def test_a_publish_leaves_one_name_holding_the_complete_file(
+    downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch, renameat2: bool
+) -> None:
+    if not renameat2:
+        monkeypatch.setattr(importer, "_rename_noreplace", lambda partial, dest: False)
+    data = write_random(downloads / "a.mkv", 300_000)
+    result = copy(downloads / "a.mkv", library / "a.mkv")
+    assert os.listdir(library) == ["a.mkv"]
     assert (library / "a.mkv").read_bytes() == data
+    assert (result.device, result.inode) == (
+        (library / "a.mkv").stat().st_dev, (library / "a.mkv").stat().st_ino
+    )
+
+
+def test_an_import_is_recognised_by_its_identity_never_by_an_equal_size(
+    downloads: Path, library: Path
+) -> None:
+    write_random(downloads / "a.mkv", 4096)
+    result = copy(downloads / "a.mkv", library / "a.mkv")
+    detail = {"size": result.size, "device": result.device, "inode": result.inode,
+              "mtime_ns": result.mtime_ns, "sha256": result.sha256}
+    assert importer.holds_import(library / "a.mkv", detail)
+
+    (library / "a.mkv").unlink()
+    (library / "a.mkv").write_bytes(os.urandom(4096))  # another file of the same size
+    assert not importer.holds_import(library / "a.mkv", detail)
+    without_identity = {"size": 4096, "sha256": result.sha256}
+    assert not importer.holds_import(library / "a.mkv", without_identity)
+    assert not importer.holds_import(library / "a.mkv", {"size": 4096, "sha256": None})
 
 
 def test_a_missing_destination_folder_is_an_import_failure(downloads: Path, library: Path) -> None:

@@ -20,6 +20,8 @@ from typing import IO
 
 import typer
 
+from umt.textsafe import printable
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -134,7 +136,7 @@ def handle(exc: BaseException, stderr: IO[str] | None = None) -> int:
     if os.environ.get("UMT_DEBUG") == "1" and message is not None:
         stream.write(redact("".join(traceback.format_exception(exc))))
     if message is not None:
-        line = " ".join(redact(message).split())
+        line = printable(" ".join(redact(message).split()))
         stream.write(f"umt: error: {line}\n")
         stream.flush()
     return code

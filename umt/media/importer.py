@@ -13,9 +13,15 @@ Modes (``library.import_mode``):
 - ``copy``: always a byte copy (never a reflink), hashed while copying.
 
 A copy is written to a deterministic temporary name beside the destination (see
-:func:`partial_path`), fsynced, checked, renamed over the final name with ``os.replace`` and the
-folder fsynced. The final name therefore only ever holds a complete file; a crash leaves at most
-the temporary file, which the next attempt removes before starting again.
+:func:`partial_path`), fsynced, checked, and published under the final name **without ever
+replacing a file there** (``renameat2(RENAME_NOREPLACE)``, or on filesystems that cannot do that,
+a hard link, which fails on an existing name just as atomically, then the temporary name goes);
+then the folder is fsynced. The final name therefore only ever holds a complete file, and never
+one that replaced another; a crash leaves at most the temporary file, which the next attempt
+removes before starting again.
+
+Each result names the published file's identity (device, inode, modification time): a later
+attempt, or a compensation, recognises its own import by that identity, never by an equal size.
 
 What "verify" means here: the SHA-256 is computed from the very bytes read from the source and
 handed to ``write()``, so no second read of either file is needed. Every write is checked for
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import queue
@@ -65,6 +72,7 @@ __all__ = [
     "UnsafePath",
     "VerifyMode",
     "ensure_dir_inside",
+    "holds_import",
     "import_file",
     "partial_path",
     "remove_empty_dirs",
@@ -139,6 +147,11 @@ class ImportResult:
     size: int
     sha256: str | None
     method: ImportMethod
+    #: The published file's identity (``st_dev``, ``st_ino``, ``st_mtime_ns``): an inode
+    #: number alone is reused as soon as a file is deleted.
+    device: int
+    inode: int
+    mtime_ns: int
 
 
 # --------------------------------------------------------------------------- public API
@@ -153,7 +166,6 @@ def import_file(
     progress: ProgressFn,
     verify: VerifyMode = "sha256",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
-    overwrite: bool = False,
     before_rename: BeforeRename | None = None,
     owner: str = "",
 ) -> ImportResult:
@@ -163,9 +175,9 @@ def import_file(
     it is renamed into place: a fenced ledger write there means a worker that lost its run never
     publishes the file. If it raises, the temporary file is removed and nothing is published.
 
-    A file already at ``dest`` is refused with :class:`DestinationExists` unless ``overwrite``
-    (or it is ``src`` itself, hardlinked by an earlier attempt: then that import is returned).
-    Call :func:`verify_existing` first to skip an import that already finished.
+    A file already at ``dest`` is refused with :class:`DestinationExists` (unless it is ``src``
+    itself, hardlinked by an earlier attempt: then that import is returned), also when it appears
+    while the copy runs. Call :func:`holds_import` first to skip an import that already finished.
 
     ``check()`` is called before every ``chunk_size`` bytes copied, so a cancel stops the copy
     within one chunk; ``progress`` at most every 0.5 s and once at the end.
@@ -179,8 +191,8 @@ def import_file(
         if linked is not None:
             progress(linked.size, linked.size)
             return linked
-        if os.path.lexists(dest) and not overwrite:
-            raise DestinationExists(f"{dest} already exists; umt does not overwrite it")
+        if os.path.lexists(dest):
+            raise DestinationExists(_exists_message(dest))
         remove_stray_partial(dest, owner)
         if mode == "hardlink":
             return _import_by_hardlink(src, publish)
@@ -197,6 +209,28 @@ def import_file(
             chunk_size=chunk_size,
             check=check,
         )
+
+
+def holds_import(dest: Path, detail: dict[str, object]) -> bool:
+    """True when ``dest`` is the very file an import recorded as ``detail`` published.
+
+    The identity (device, inode and modification time) must match; an import recorded without
+    one is recognised only by reading the file again against its SHA-256. An equal size alone
+    proves nothing.
+    """
+    size, sha256 = detail.get("size"), detail.get("sha256")
+    identity = tuple(detail.get(key) for key in ("device", "inode", "mtime_ns"))
+    if not isinstance(size, int):
+        return False
+    try:
+        info = dest.lstat()
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+        return False
+    if all(isinstance(part, int) for part in identity):
+        return (info.st_dev, info.st_ino, info.st_mtime_ns) == identity
+    return isinstance(sha256, str) and _sha256_of(dest) == sha256.lower()
 
 
 def verify_existing(dest: Path, *, size: int, sha256: str | None, full_check: bool = False) -> bool:
@@ -334,7 +368,8 @@ def _already_linked(src: Path, dest: Path, mode: ImportMode) -> ImportResult | N
         return None
     if (existing.st_dev, existing.st_ino) != (source.st_dev, source.st_ino):
         return None
-    return ImportResult(dest, existing.st_size, None, "hardlink")
+    return ImportResult(dest, existing.st_size, None, "hardlink", existing.st_dev,
+                        existing.st_ino, existing.st_mtime_ns)
 
 
 def _import_by_hardlink(src: Path, publish: _Publisher) -> ImportResult:
@@ -642,10 +677,12 @@ class _Publisher:
         self._before_rename = before_rename
 
     def __call__(self, size: int, sha256: str | None, method: ImportMethod) -> ImportResult:
-        result = ImportResult(self.dest, size, sha256, method)
         try:
+            written = self.partial.stat()
+            result = ImportResult(self.dest, size, sha256, method, written.st_dev,
+                                  written.st_ino, written.st_mtime_ns)
             self._before_rename(result)
-            os.replace(self.partial, self.dest)
+            publish_no_replace(self.partial, self.dest)
         except BaseException:
             _remove_if_present(self.partial)
             raise
@@ -656,6 +693,70 @@ class _Publisher:
 
 def _nothing_to_do(result: ImportResult) -> None:
     return None
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+#: renameat2 answers these when the kernel or the filesystem cannot rename without replacing.
+_NOREPLACE_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
+
+
+def publish_no_replace(partial: Path, dest: Path) -> None:
+    """Give ``partial`` the name ``dest``, atomically, failing if ``dest`` exists.
+
+    Raises :class:`DestinationExists` when a file is already there: a concurrent writer that got
+    there first, or a file a person put in the library; it is never replaced.
+    """
+    try:
+        if not _rename_noreplace(partial, dest):
+            # A hard link fails on an existing name just as atomically; a crash between the
+            # two calls leaves both names on one complete file, which the next attempt
+            # recognises by its identity.
+            try:
+                os.link(partial, dest)
+            except OSError as exc:
+                if exc.errno in _LINK_UNAVAILABLE:
+                    raise ImportFailure(
+                        f"cannot publish {dest.name} safely: the filesystem of {dest.parent} "
+                        "can neither rename without replacing nor hard-link"
+                    ) from exc
+                raise
+            os.unlink(partial)
+    except FileExistsError:
+        raise DestinationExists(_exists_message(dest)) from None
+
+
+def _rename_noreplace(partial: Path, dest: Path) -> bool:
+    """renameat2(RENAME_NOREPLACE); False when this kernel or filesystem cannot do it."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(partial), _AT_FDCWD, os.fsencode(dest),
+                 _RENAME_NOREPLACE) == 0:
+        return True
+    import ctypes
+
+    code = ctypes.get_errno()
+    if code in _NOREPLACE_UNSUPPORTED:
+        return False
+    raise OSError(code, os.strerror(code), str(dest))
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    import ctypes
+
+    function = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if function is None:
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function  # type: ignore[no-any-return]
+
+
+def _exists_message(dest: Path) -> str:
+    return f"{dest} already exists in the library; umt never replaces a library file"
 
 
 def _make_dir(path: Path) -> bool:

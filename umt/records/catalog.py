@@ -61,6 +61,13 @@ def item_of_run(database: Database, run_id: str) -> CatalogItem | None:
     return CatalogItem.from_row(rows[0]) if rows else None
 
 
+def item_of_this_run(step: StepContext) -> CatalogItem | None:
+    query = step.query_set(PACKAGE)["catalog_item_of_run"]
+    with step.reader() as session:
+        rows = session.execute(query, {"run_id": step.run_id})
+    return CatalogItem.from_row(rows[0]) if rows else None
+
+
 def items(database: Database, *, limit: int = 100) -> list[CatalogItem]:
     query = database.query_set(PACKAGE)["catalog_items"]
     with database.autocommit() as session:

@@ -33,3 +33,17 @@ ORDER BY imported_at DESC, id DESC LIMIT %(limit)s;
 
 -- name: catalog_items_of_info_hash
 SELECT * FROM catalog WHERE info_hash = %(info_hash)s ORDER BY id;
+
+-- name: claim_library_path
+INSERT INTO library_claims (path, run_id, claimed_at)
+VALUES (%(path)s, %(run_id)s::uuid, %(now)s)
+ON CONFLICT (path) DO NOTHING;
+
+-- name: library_path_holder
+SELECT run_id FROM library_claims WHERE path = %(path)s;
+
+-- name: library_claims_of_run
+SELECT path FROM library_claims WHERE run_id = %(run_id)s::uuid ORDER BY path;
+
+-- name: release_library_path
+DELETE FROM library_claims WHERE path = %(path)s AND run_id = %(run_id)s::uuid;
