@@ -91,8 +91,9 @@ class ChangeFeed:
                 # Also on the first reading: what changed before this thread looked is news
                 # to the first page, which was rendered before it subscribed.
                 self._publish()
+                if last is not None:
+                    hot_until = time.monotonic() + HOT_AFTER_CHANGE
                 last = marker
-                hot_until = time.monotonic() + HOT_AFTER_CHANGE
             self._wake.wait(self._interval(busy, hot_until))
             self._wake.clear()
 
