@@ -166,16 +166,19 @@ async def events(request: Request) -> Response:
         feed.subscribe(changed)
         try:
             yield "retry: 3000\n\n"
-            if since != str(feed.version):
-                yield f"event: change\ndata: {feed.version}\n\n"
+            sent = since
             while True:
+                # Each version once: a change published while this stream started may both
+                # differ from ``since`` and set the event.
+                if sent != (version := str(feed.version)):
+                    yield f"event: change\ndata: {version}\n\n"
+                    sent = version
                 try:
                     await asyncio.wait_for(changed.wait(), KEEPALIVE_SECONDS)
                 except TimeoutError:
                     yield ": idle\n\n"
                     continue
                 changed.clear()
-                yield f"event: change\ndata: {feed.version}\n\n"
         finally:
             feed.unsubscribe(changed)
 
