@@ -31,6 +31,7 @@ from umt.cli.commands import (
     start_acquire,
     status,
     tables,
+    web,
     worker,
 )
 from umt.cli.logs import logging_to_stderr
@@ -125,6 +126,7 @@ app.command("show")(show.show)
 app.command("tables")(tables.tables)
 app.command("catalog")(catalog.catalog)
 app.command("doctor")(doctor.doctor)
+app.command("web")(web.web)
 app.add_typer(db.db_app)
 app.add_typer(qbittorrent.qbittorrent_app)
 app.add_typer(hook.hook_app)

@@ -26,6 +26,11 @@ SELECT * FROM catalog WHERE run_id = %(run_id)s::uuid;
 -- name: catalog_items
 SELECT * FROM catalog ORDER BY imported_at DESC, id DESC LIMIT %(limit)s;
 
+-- name: search_catalog
+SELECT * FROM catalog
+WHERE title ILIKE %(pattern)s OR info_hash ILIKE %(pattern)s
+ORDER BY imported_at DESC, id DESC LIMIT %(limit)s;
+
 -- name: catalog_items_of_info_hash
 SELECT * FROM catalog WHERE info_hash = %(info_hash)s ORDER BY id;
 

@@ -26,6 +26,11 @@ SELECT * FROM catalog WHERE run_id = :run_id;
 -- name: catalog_items
 SELECT * FROM catalog ORDER BY imported_at DESC, id DESC LIMIT :limit;
 
+-- name: search_catalog
+SELECT * FROM catalog
+WHERE title LIKE :pattern ESCAPE '\' OR info_hash LIKE :pattern ESCAPE '\'
+ORDER BY imported_at DESC, id DESC LIMIT :limit;
+
 -- name: catalog_items_of_info_hash
 SELECT * FROM catalog WHERE info_hash = :info_hash ORDER BY id;
 
