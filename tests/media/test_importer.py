@@ -1,4 +1,4 @@
-"""umt.media.importer on real filesystems: /tmp (ext4 here), /dev/shm, and mounts made as root."""
+"""umt.media.importing on real filesystems: /tmp (ext4 here), /dev/shm, and mounts made as root."""
 
 from __future__ import annotations
 
