@@ -303,7 +303,8 @@ def cancel_mid_copy(case: Case) -> None:
           f"removed {stopped_after or 0:.2f} s after the cancel committed")
     check(all(status == "(never started)" for status in later),
           "no later step ran (register, retention, cleanup never started)")
-    check([s["name"] for s in compensation] == ["discard-partial-imports", "remove-torrent"]
+    check([s["name"] for s in compensation] == ["discard-partial-imports",
+                                                 "catalog-kept-imports", "remove-torrent"]
           and all(s["status"] == "succeeded" for s in compensation)
           and not fake.live_torrents() and not source.exists()
           and not library_files(case),
