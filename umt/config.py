@@ -106,6 +106,8 @@ _GROUP_OR_OTHER_READABLE: Final = 0o044
 class ConfigError(Exception):
     """Unusable configuration; the one-line message names the file, key or variable."""
 
+    exit_code = 2  # bad input, as the command line reports it
+
 
 # --------------------------------------------------------------------------- database URLs
 

@@ -29,6 +29,8 @@ _UNITS = (("d", 86_400), ("h", 3_600), ("m", 60))
 class InvalidDuration(ValueError):
     """A duration string that cannot be used (unparseable, negative, or not a fixed length)."""
 
+    exit_code = 2  # bad input, as the command line reports it
+
 
 def parse_duration(text: str) -> datetime.timedelta:
     """Return the non-negative duration described by ``text``.

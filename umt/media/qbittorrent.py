@@ -33,6 +33,8 @@ CHECKING_STATES = frozenset({"checkingUP", "checkingDL", "checkingResumeData"})
 class QbtAdapterError(Exception):
     """Base of every error the adapter raises."""
 
+    exit_code = 1  # the world failed, as the command line reports it
+
 
 class QbtUnavailable(QbtAdapterError):
     """qBittorrent did not answer (refused, reset or timed out), even after retries."""

@@ -38,6 +38,8 @@ _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 class InvalidSource(ValueError):
     """The text given as a source is not a usable magnet link, .torrent file or URL."""
 
+    exit_code = 2  # bad input, as the command line reports it
+
 
 @dataclass(frozen=True)
 class SourceFile:
