@@ -12,7 +12,9 @@ For each backend (a throwaway PostgreSQL cluster with pg_stat_statements, an SQL
    of one status, a search, and the run page, over one kept-alive connection (client-side time,
    HTTP included): median and p95;
 4. **live**: a page's event stream is open; ``--changes`` times a run is started (what a user
-   does from another terminal) and the time until the stream says ``change`` is taken: p50, p95;
+   does from another terminal; the engine notifies) and the time until the stream says
+   ``change`` is taken: p50, p95; then the same for a change that notifies nobody (a run's
+   detail line rewritten, as a claim or a step's end is seen), at varying moments;
 5. **idle** (PostgreSQL): statements per second that the server executed (pg_stat_statements,
    the bench's own queries left out) over ``--idle`` seconds with no page open, then with one
    page's event stream open: the difference is what an open dashboard costs.
@@ -31,7 +33,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -174,15 +176,18 @@ class _Stream:
         self._connection.close()
 
 
-def _change_latency(engine: Engine, port: int, changes: int) -> dict[str, Any]:
+def _change_latency(
+    engine: Engine, port: int, changes: int, change: Callable[[int], object]
+) -> dict[str, Any]:
     stream = _Stream(port)
     try:
         time.sleep(1.5)  # the stream's first look
         values = []
         missed = 0
         for index in range(changes):
+            time.sleep(index % 3 * 0.37)  # at another moment of the feed's cycle each time
             began = time.perf_counter()
-            engine.start(BENCH_WORKFLOW, {"change": index})
+            change(index)
             seen = stream.next_change_after(began, 10.0)
             if seen is None:
                 missed += 1
@@ -243,13 +248,16 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                         "run": _get_times(port, f"/runs/{run_id}", args.samples),
                     }
                     runner.log(f"{backend}: pages {json.dumps(pages)}")
-                    live = _change_latency(engine, port, args.changes)
-                    runner.log(f"{backend}: live {json.dumps(live)}")
+                    live = _change_latency(engine, port, args.changes, lambda index: (
+                        engine.start(BENCH_WORKFLOW, {"change": index})))
+                    quiet = _change_latency(engine, port, args.changes, lambda index: (
+                        engine.annotate(run_id, f"change {index}")))
+                    runner.log(f"{backend}: live {json.dumps(live)}, quiet {json.dumps(quiet)}")
                     idle = _idle_cost(engine, port, args.idle)
                     runner.log(f"{backend}: idle {json.dumps(idle)}")
             finally:
                 app.close()
-        return {"runs": args.runs, "pages": pages, "live": live, "idle": idle}
+        return {"runs": args.runs, "pages": pages, "live": live, "quiet": quiet, "idle": idle}
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -266,6 +274,10 @@ def table(results: dict[str, dict[str, Any]]) -> str:
              for r in results.values()]
     lines.append("| a new run reaches an open page (p50 / p95) | " + " | ".join(cells)
                  + " | <= 1 s p95 |")
+    cells = [f"{r['quiet']['p50_ms']} / {r['quiet']['p95_ms']} ms "
+             f"(missed {r['quiet']['missed']})" for r in results.values()]
+    lines.append("| a change that notifies nobody reaches it (p50 / p95) | "
+                 + " | ".join(cells) + " | <= 1 s p95 |")
     cells = [str(r["idle"].get("added_per_s", "-")) for r in results.values()]
     lines.append("| statements/s an idle open page adds | " + " | ".join(cells) + " | <= 1 |")
     return "\n".join(lines)
