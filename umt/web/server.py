@@ -61,10 +61,6 @@ def templates() -> Jinja2Templates:
     return Jinja2Templates(env=environment)
 
 
-#: The most an open page lags a change on PostgreSQL (SQLite: engine.sqlite_poll_interval).
-LIVE_WITHIN_SECONDS = 1.0
-
-
 def create_app(
     app: App, *, checks: Callable[[], list[Check]], token: str | None,
     allowed_hosts: Iterable[str] | None = LOOPBACK_HOSTS,
@@ -73,11 +69,10 @@ def create_app(
     token, for loopback); ``allowed_hosts``: the accepted ``Host`` names (None: any)."""
     engine = app.engine()
     settings = app.settings.engine
-    # Changes that notify nobody (a claim, a step's end) reach an open page within a second:
-    # one cheap read a second while a page is open, none while no page is.
     feed = ChangeFeed(
         engine, sqlite_interval=settings.sqlite_poll_interval.total_seconds(),
-        idle_interval=min(settings.poll_interval.total_seconds(), LIVE_WITHIN_SECONDS),
+        idle_interval=settings.poll_interval.total_seconds(),
+        workflow_keys=app.registry().keys(),
     )
 
     @asynccontextmanager
