@@ -50,10 +50,22 @@ class Session:
         self.rowcount = 0
 
     def execute(self, query: Query, params: Mapping[str, object] | None = None) -> list[Row]:
-        """Run a named query (from any query set) and return its rows, decoded."""
-        cursor = self._connection.execute(query.sql, self._codec.encode(params or {}))
-        self.rowcount = cursor.rowcount
-        return self._codec.rows(cursor)
+        """Run a named query (from any query set) and return its rows, decoded. A query of
+        several statements runs them in order and returns the rows of the last one that has
+        result columns."""
+        encoded = self._codec.encode(params or {})
+        if len(query.statements) == 1:
+            cursor = self._connection.execute(query.sql, encoded)
+            self.rowcount = cursor.rowcount
+            return self._codec.rows(cursor)
+        result: list[Row] = []
+        for statement in query.statements:
+            cursor = self._connection.execute(statement, encoded)
+            self.rowcount = cursor.rowcount
+            rows = self._codec.rows(cursor)  # read to the end: a RETURNING statement's last row
+            if cursor.description is not None:
+                result = rows
+        return result
 
     def execute_text(self, statement: str) -> None:
         """Run one statement of a trusted migration file (no parameters)."""
@@ -110,16 +122,10 @@ class Database(ABC):
         """A session on a caller's connection, inside the caller's open transaction."""
 
     @abstractmethod
-    def fast_path(
-        self, query_name: str, params: Mapping[str, object], session: Session | None = None
-    ) -> list[Row] | None:
-        """Runs the one-statement form of a hot store operation (a query ``<name>_fast``) and
-        returns its rows, or returns ``None`` when this backend has no such form.
-
-        In autocommit, or in ``session`` when the caller needs a transaction around it. An
-        empty result means the statement's condition did not hold and nothing was written;
-        ``Store`` then takes its transactional path either way, which decides precisely.
-        """
+    def operation(self) -> AbstractContextManager[Session]:
+        """A session for one store operation, which is one named query: one statement on
+        PostgreSQL (run in autocommit: one round trip, one commit), a few on SQLite (run in
+        one transaction: in-process, statements cost no round trips)."""
 
     @abstractmethod
     def listener(self) -> Listener: ...
@@ -138,6 +144,10 @@ class Database(ABC):
                 self._query_sets[package] = QuerySet.load(package, f"sql/{self.dialect}.sql")
             return self._query_sets[package]
 
+    def channel(self, name: str) -> str:
+        """The backend's name of a notification channel (a parameter of queries that notify)."""
+        return name
+
     def notify(self, session: Session, channel: str, payload: str = "") -> None:
         if self.notifies:
-            session.rows("notify", channel=channel, payload=payload)
+            session.rows("notify", channel=self.channel(channel), payload=payload)

@@ -169,13 +169,8 @@ class SqliteDatabase(Database):
             "the engine's own transaction"
         )
 
-    def fast_path(
-        self, query_name: str, params: Mapping[str, object], session: Session | None = None
-    ) -> list[Row] | None:
-        # None: the store takes its transactional path. SQLite runs in this process, so the
-        # statements of a transaction cost no round trips, and it has no data-modifying CTEs
-        # that would let one statement write several tables anyway.
-        return None
+    def operation(self) -> AbstractContextManager[Session]:
+        return self.transaction()
 
     def data_version(self) -> int:
         """Changes whenever another connection commits to the file."""

@@ -6,9 +6,9 @@ at the epoch it claimed; otherwise nothing is written and ``LeaseLost`` (or ``Ru
 raised.
 
 The hot operations (a submit, a claim, a step's begin and end, parking, a run's end, a signal)
-first try the backend's one-statement form (``Database.fast_path``: fence check, writes and
-notification in one statement); when it has none, or its condition did not hold, the method
-goes on with its transactional path, which is the reference and decides the precise outcome.
+are each one named query (``Database.operation``: fence check, writes and notification in one
+statement on PostgreSQL, a few in one transaction on SQLite). When it returns no row, nothing
+was written, and the store reads why to raise the precise error (``_refused``).
 """
 
 from __future__ import annotations
@@ -151,6 +151,7 @@ class Store:
         self.database = database
         self.clock = clock
         self.signal_ttl = signal_ttl
+        self._work_channel = database.channel(WORK_CHANNEL)
 
     # ------------------------------------------------------------------ runs (clients)
 
@@ -174,28 +175,26 @@ class Store:
             "due_at": max(start_at, now) if start_at else now, "now": now,
         }
 
-        def create(session: Session) -> StartResult:
-            row = session.row("insert_run", **params)
-            if row is not None:
-                self.database.notify(session, WORK_CHANNEL, row["workflow_key"])
-                return StartResult(Run.from_row(row), created=True)
-            holder = session.row(
-                "run_holding_key", workflow_name=workflow, idempotency_key=idempotency_key
-            )
-            if holder is None:
-                raise StoreError("the idempotency key was released concurrently; try again")
-            existing = Run.from_row(holder)
-            if canonical_json(existing.input) != input_json:
-                raise IdempotencyConflict(workflow, idempotency_key or "", existing.id)
-            return StartResult(existing, created=False)
-
         if session is not None:
-            return create(session)
-        row = self._fast("insert_run_fast", **params)
-        if row is not None:
-            return StartResult(Run.from_row(row), created=True)
-        with self.database.transaction() as own_session:
-            return create(own_session)
+            return self._create_run(session, params)
+        with self.database.operation() as own_session:
+            return self._create_run(own_session, params)
+
+    def _create_run(self, session: Session, params: dict[str, object]) -> StartResult:
+        for _ in range(2):
+            row = session.row("insert_run", **params, work_channel=self._work_channel)
+            if row is not None:
+                return StartResult(Run.from_row(row), created=True)
+            holder = session.row("run_holding_key", workflow_name=params["workflow_name"],
+                                 idempotency_key=params["idempotency_key"])
+            if holder is not None:
+                existing = Run.from_row(holder)
+                if canonical_json(existing.input) != params["input"]:
+                    raise IdempotencyConflict(str(params["workflow_name"]),
+                                              str(params["idempotency_key"]), existing.id)
+                return StartResult(existing, created=False)
+            # The run holding the key released it meanwhile: try again, once.
+        raise StoreError("the idempotency key was released concurrently; try again")
 
     def get_run(self, run_id: str) -> Run:
         if not valid_run_id(run_id):
@@ -290,48 +289,22 @@ class Store:
         payload = canonical_json({"signal_id": signal_id, "name": name, "data": data})
         with self.database.transaction() as session:
             session.rows("lock_signal_name", name=name)
-            if idempotency_key is None and run_id is None:
-                # After the lock, as a statement of its own: it must see a run that started
-                # waiting while this sender waited for the lock.
-                sent = self.database.fast_path("send_signal_fast", {
-                    "id": signal_id, "name": name, "data": data_json, "payload": payload,
-                    "now": now, "expires_at": expires_at,
-                }, session)
-                if sent:
-                    fast_delivered = tuple(sent[0]["delivered_to"])
-                    return SignalResult(signal_id, name, fast_delivered,
-                                        kept=not fast_delivered, duplicate=False)
             if idempotency_key is not None:
                 earlier = session.row("signal_by_key", idempotency_key=idempotency_key)
                 if earlier is not None:
                     return _duplicate_outcome(earlier, name, run_id, data_json, idempotency_key)
             if run_id is not None:
                 _require_signalable(session, run_id)
-            delivered = self._deliver(session, name, run_id, payload, now)
-            session.rows(
-                "insert_signal", id=signal_id, name=name, target_run_id=run_id, data=data_json,
-                idempotency_key=idempotency_key,
-                status="delivered" if delivered else "kept",
-                delivered_to=canonical_json(delivered), now=now, expires_at=expires_at,
-                delivered_at=now if delivered else None,
+            # After the lock, as a statement of its own: it must see a run that started
+            # waiting while this sender waited for the lock.
+            row = session.row(
+                "send_signal", id=signal_id, name=name, target_run_id=run_id, data=data_json,
+                idempotency_key=idempotency_key, payload=payload, now=now,
+                expires_at=expires_at, work_channel=self._work_channel,
             )
-        return SignalResult(signal_id, name, tuple(delivered), kept=not delivered, duplicate=False)
-
-    def _deliver(
-        self, session: Session, name: str, run_id: str | None, payload: str, now: datetime
-    ) -> list[str]:
-        delivered: list[str] = []
-        waiting = session.rows("waiting_steps_for_signal", name=name, target_run_id=run_id)
-        for step in waiting:
-            session.rows(
-                "deliver_to_step", run_id=step["run_id"], phase=step["phase"],
-                position=step["position"], result=payload, now=now,
-            )
-            woken = session.row("wake_run", run_id=step["run_id"], now=now)
-            if woken is not None:
-                self.database.notify(session, WORK_CHANNEL, woken["workflow_key"])
-                delivered.append(step["run_id"])
-        return delivered
+        assert row is not None
+        delivered = tuple(row["delivered_to"])
+        return SignalResult(signal_id, name, delivered, kept=not delivered, duplicate=False)
 
     def runs_waiting_on(self, prefix: str) -> list[WaitingRun]:
         with self.database.autocommit() as session:
@@ -420,25 +393,13 @@ class Store:
             "worker_id": worker_id, "workflow_keys": list(workflow_keys), "limit": limit,
             "now": now, "lease_expires_at": now + lease,
         }
-        claimed = self.database.fast_path("claim_runs_fast", params)
-        if claimed is not None:
+        with self.database.operation() as session:
+            claimed = session.rows("claim_runs", **params)
             # Only a run claimed before can have recorded steps: a first claim reads nothing
-            # more. The claim has committed; only this worker writes these runs' steps now.
+            # more. Only this worker writes these runs' steps now.
             again = [row["id"] for row in claimed if row["claimed_before"]]
-            step_rows: list[Row] = []
-            if again:
-                with self.database.autocommit() as session:
-                    step_rows = session.rows("steps_of_runs", run_ids=again)
-            return [_claim_from(row, worker_id, step_rows) for row in claimed]
-        with self.database.transaction() as session:
-            rows = session.rows("claim_runs", **params)
-            if not rows:
-                return []
-            run_ids = [row["id"] for row in rows]
-            session.rows("interrupt_running_attempts", run_ids=run_ids, now=now)
-            session.rows("reset_running_steps", run_ids=run_ids, now=now)
-            step_rows = session.rows("steps_of_runs", run_ids=run_ids)
-        return [_claim_from(row, worker_id, step_rows) for row in rows]
+            step_rows = session.rows("steps_of_runs", run_ids=again) if again else []
+        return [_claim_from(row, worker_id, step_rows) for row in claimed]
 
     def next_due(self, workflow_keys: Sequence[str]) -> datetime | None:
         if not workflow_keys:
@@ -479,17 +440,42 @@ class Store:
     def fenced(self, fence: Fence) -> Iterator[Session]:
         """A transaction that commits only if ``fence`` still holds the run."""
         with self.database.transaction() as session:
-            self._check_fence(session, fence)
+            if session.row("lock_fence", **self._fence_key(fence)) is None:
+                self._refused(session, fence)
             yield session
 
-    def _check_fence(self, session: Session, fence: Fence) -> None:
-        row = session.row("lock_run_for_fence", run_id=fence.run_id)
+    def _fenced_operation(self, query_name: str, fence: Fence, /, **params: object) -> Row:
+        """The first row of a fenced operation's query, run as one ``Database.operation``."""
+        with self.database.operation() as session:
+            return self._fenced_row(session, query_name, fence, params)
+
+    def _fenced_row(
+        self, session: Session, query_name: str, fence: Fence, params: Mapping[str, object]
+    ) -> Row:
+        row = session.row(query_name, **self._fence_key(fence), phase=fence.phase, **params,
+                          work_channel=self._work_channel)
+        if row is None:
+            holder = self._refused(session, fence)
+            row = session.row(query_name, **self._fence_key(holder), phase=fence.phase,
+                              **params, work_channel=self._work_channel)
+            if row is None:
+                raise LeaseLost(f"run {fence.run_id} is not held by any worker")
+        return row
+
+    def _refused(self, session: Session, fence: Fence) -> Fence:
+        """Raises why ``fence`` no longer holds its run (its operation wrote nothing).
+
+        Returns only under the test-only switch ``fencing`` (umt.engine.faults): then the
+        fence of the run's current holder, which the operation uses instead.
+        """
+        row = session.row("lease_of_run", run_id=fence.run_id)
         if row is None:
             raise LeaseLost(f"run {fence.run_id} no longer exists")
-        if row["lease_owner"] == fence.worker_id and row["lease_epoch"] == fence.epoch:
-            return
         if faults.broken("fencing"):
-            return
+            return Fence(fence.run_id, row["lease_owner"] or NO_WORKER,
+                         int(row["lease_epoch"]), fence.phase)
+        if row["lease_owner"] == fence.worker_id and row["lease_epoch"] == fence.epoch:
+            raise StoreError(f"run {fence.run_id}: a fenced write found nothing to change")
         if row["status"] == RunStatus.CANCELED and fence.phase == MAIN:
             raise RunCanceled(f"run {fence.run_id} was canceled")
         raise LeaseLost(
@@ -501,71 +487,25 @@ class Store:
     ) -> tuple[int, int]:
         """Records that an attempt of a step starts, and commits ``completing`` (the previous
         step's result) with it. Returns (attempt id, attempt number)."""
-        now = self.clock.now()
-        fast = self._fast("begin_step_fast", **self._fenced_step_key(fence, position), name=name,
-                          **self._completing(completing), now=now)
-        if fast is not None:
-            return int(fast["id"]), int(fast["attempt"])
-        with self.fenced(fence) as session:
-            if completing is not None:
-                self._complete_step(session, fence, completing, (), now)
-            key = self._step_key(fence, position)
-            step = session.row("get_step", **key)
-            if step is None:
-                session.rows(
-                    "insert_step", **key, name=name, kind="step", status="running",
-                    result=None, signal_name=None, wake_at=None, now=now, finished_at=None,
-                )
-                failures = 0
-            else:
-                session.rows("set_step_status", **key, status="running", now=now,
-                             finished_at=None)
-                failures = step["failures"]
-            attempt = session.row(
-                "insert_attempt", **key, attempt=failures + 1, worker_id=fence.worker_id,
-                lease_epoch=fence.epoch, now=now,
-            )
-            assert attempt is not None
-        return int(attempt["id"]), failures + 1
+        row = self._fenced_operation("begin_step", fence, position=position, name=name,
+                                     **_completing(completing), now=self.clock.now())
+        return int(row["id"]), int(row["attempt"])
 
     def complete_step(
         self, fence: Fence, position: int, attempt_id: int, result: Any,
         statements: Sequence[BufferedStatement] = (),
     ) -> None:
         """Commits a step's result together with the step's buffered business statements."""
-        now = self.clock.now()
-        result_json = canonical_json(result)
-        params = {**self._fenced_step_key(fence, position), "attempt_id": attempt_id,
-                  "result": result_json, "now": now}
-        if not statements and self._fast("complete_step_fast", **params) is not None:
+        params = {**_completing(StepResult(position, attempt_id, result)), "now": self.clock.now()}
+        if not statements:
+            self._fenced_operation("complete_step", fence, **params)
             return
+        # Business statements need a transaction; they run only if the result committed now
+        # (not when a retried commit finds that its first try did commit).
         with self.database.transaction() as session:
-            # Business statements need a transaction; the one-statement form still saves the
-            # fence read, the step read and two writes in it.
-            done = (self.database.fast_path("complete_step_fast", params, session)
-                    if statements else None)
-            if done:
-                if done[0]["completed"]:
-                    for statement in statements:
-                        session.execute(statement.query, statement.params)
-                return
-            self._check_fence(session, fence)
-            self._complete_step(session, fence, StepResult(position, attempt_id, result),
-                                statements, now)
-
-    def _complete_step(
-        self, session: Session, fence: Fence, step: StepResult,
-        statements: Sequence[BufferedStatement], now: datetime,
-    ) -> None:
-        key = self._step_key(fence, step.position)
-        recorded = session.row("get_step", **key)
-        if recorded is not None and recorded["status"] == "succeeded":
-            return  # a retried commit whose first try did commit
-        for statement in statements:
-            session.execute(statement.query, statement.params)
-        session.rows("succeed_step", **key, result=canonical_json(step.result), now=now)
-        session.rows("finish_attempt", attempt_id=step.attempt_id, status="succeeded", now=now,
-                     error=None)
+            if self._fenced_row(session, "complete_step", fence, params)["completed"]:
+                for statement in statements:
+                    session.execute(statement.query, statement.params)
 
     def fail_step(
         self, fence: Fence, position: int, attempt_id: int, error: dict[str, Any],
@@ -592,36 +532,19 @@ class Store:
         """Records a durable timer. Returns whether the run is now parked (False: already due)."""
         now = self.clock.now()
         due = wake_at <= now
-        if self._fast("start_sleep_fast", **self._fenced_step_key(fence, position), name=name,
-                      wake_at=wake_at, park=not due, now=now) is not None:
-            return not due
-        with self.fenced(fence) as session:
-            key = self._step_key(fence, position)
-            session.rows("insert_step", **key, name=name, kind="sleep",
-                         status="succeeded" if due else "sleeping", result=None,
-                         signal_name=None, wake_at=wake_at, now=now,
-                         finished_at=now if due else None)
-            if not due:
-                self._release(session, fence, status=RunStatus.SLEEPING, due_at=wake_at)
+        self._fenced_operation("start_sleep", fence, position=position, name=name,
+                               wake_at=wake_at, park=not due, now=now)
         return not due
 
     def finish_parked_step(self, fence: Fence, position: int, status: str) -> None:
         """A timer fired (``succeeded``) or a signal wait timed out (``timed_out``)."""
-        now = self.clock.now()
-        if self._fast("set_step_status_fast", **self._fenced_step_key(fence, position),
-                      status=status, now=now, finished_at=now) is not None:
-            return
-        with self.fenced(fence) as session:
-            session.rows("set_step_status", **self._step_key(fence, position), status=status,
-                         now=now, finished_at=now)
+        self._fenced_operation("finish_parked_step", fence, position=position, status=status,
+                               now=self.clock.now())
 
     def park_again(self, fence: Fence, status: str, due_at: datetime) -> None:
         """The run was claimed before its timer: park it again without doing anything."""
-        if self._fast("release_run_fast", **self._fence_key(fence), status=status,
-                      due_at=due_at, now=self.clock.now()) is not None:
-            return
-        with self.fenced(fence) as session:
-            self._release(session, fence, status=status, due_at=due_at)
+        self._fenced_operation("park_again", fence, status=status, due_at=due_at,
+                               now=self.clock.now())
 
     def wait_for_signal(
         self, fence: Fence, position: int, name: str, signal_name: str,
@@ -634,7 +557,8 @@ class Store:
         with self.database.transaction() as session:
             # The name lock comes before the run lock, in the same order as in send_signal.
             session.rows("lock_signal_name", name=signal_name)
-            self._check_fence(session, fence)
+            if session.row("lock_fence", **self._fence_key(fence)) is None:
+                self._refused(session, fence)
             key = self._step_key(fence, position)
             step = session.row("get_step", **key)
             kept = None if faults.broken("mailbox") else session.row(
@@ -664,15 +588,8 @@ class Store:
         self, fence: Fence, output: Any, *, completing: StepResult | None = None
     ) -> None:
         """The run succeeded; ``completing`` (its last step's result) commits with it."""
-        output_json = canonical_json(output)
-        now = self.clock.now()
-        if self._fast("complete_run_fast", **self._fence_key(fence), phase=fence.phase,
-                      output=output_json, **self._completing(completing), now=now) is not None:
-            return
-        with self.fenced(fence) as session:
-            if completing is not None:
-                self._complete_step(session, fence, completing, (), now)
-            session.rows("complete_run", run_id=fence.run_id, output=output_json, now=now)
+        self._fenced_operation("complete_run", fence, output=canonical_json(output),
+                               **_completing(completing), now=self.clock.now())
 
     def fail_run(self, fence: Fence, error: dict[str, Any], *, compensate: bool) -> None:
         with self.fenced(fence) as session:
@@ -731,12 +648,6 @@ class Store:
         if row is not None and due_at is not None:
             self.database.notify(session, WORK_CHANNEL, row["workflow_key"])
 
-    def _fast(self, query_name: str, /, **params: object) -> Row | None:
-        """The first row of an operation's one-statement form in autocommit; ``None``: the
-        backend has none, or its condition did not hold (then take the transactional path)."""
-        rows = self.database.fast_path(query_name, params)
-        return rows[0] if rows else None
-
     @staticmethod
     def _step_key(fence: Fence, position: int) -> dict[str, object]:
         return {"run_id": fence.run_id, "phase": fence.phase, "position": position}
@@ -745,18 +656,15 @@ class Store:
     def _fence_key(fence: Fence) -> dict[str, object]:
         return {"run_id": fence.run_id, "worker_id": fence.worker_id, "lease_epoch": fence.epoch}
 
-    @classmethod
-    def _fenced_step_key(cls, fence: Fence, position: int) -> dict[str, object]:
-        return {**cls._fence_key(fence), "phase": fence.phase, "position": position}
 
-    @staticmethod
-    def _completing(step: StepResult | None) -> dict[str, object]:
-        """Parameters of a fast form that also commits an earlier step's result (NULL: none)."""
-        if step is None:
-            return {"completed_position": None, "completed_attempt_id": None,
-                    "completed_result": None}
-        return {"completed_position": step.position, "completed_attempt_id": step.attempt_id,
-                "completed_result": canonical_json(step.result)}
+
+def _completing(step: StepResult | None) -> dict[str, object]:
+    """Parameters of a query that also commits an earlier step's result (NULL: none)."""
+    if step is None:
+        return {"completed_position": None, "completed_attempt_id": None,
+                "completed_result": None}
+    return {"completed_position": step.position, "completed_attempt_id": step.attempt_id,
+            "completed_result": canonical_json(step.result)}
 
 
 def _require_signalable(session: Session, run_id: str) -> None:

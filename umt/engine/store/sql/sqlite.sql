@@ -1,12 +1,18 @@
 -- The engine's named queries, SQLite dialect. Every query has a twin with the same name in
 -- postgresql.sql. PostgreSQL has a few more (PostgresDatabase.queries_without_twin): notify
--- (SQLite has no notifications, workers watch PRAGMA data_version), the migration lock, and the
--- one-statement forms <name>_fast of the hot operations (here a transaction of several
--- statements costs no round trips: the database runs in this process).
+-- (SQLite has no notifications, workers watch PRAGMA data_version) and the migration lock.
 -- Lists arrive as JSON arrays and are read with json_each. Writers are serialized by
 -- BEGIN IMMEDIATE, which takes the place of row locks and SKIP LOCKED.
+--
+-- SQLite has no data-modifying CTEs, so a hot operation that writes several tables is a block
+-- of a few statements, run in order in one transaction (Database.operation; in-process, they
+-- cost no round trips); it returns the rows of its last statement that has result columns.
+-- Each statement of a fenced operation includes the fence (the block fence, written once): as
+-- writers are serialized, it holds for all of them or for none, and then the block returns no
+-- row and wrote nothing.
 
 -- name: insert_run
+-- A new run; no row when the idempotency key is held by another run.
 INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
                   idempotency_key, key_active, compensable, due_at, created_at, updated_at)
 VALUES (:id, :workflow_name, :workflow_version, :workflow_key, 'pending', :input,
@@ -84,28 +90,34 @@ SELECT :name IS NOT NULL;
 -- name: signal_by_key
 SELECT * FROM signals WHERE idempotency_key = :idempotency_key;
 
--- name: waiting_steps_for_signal
-SELECT s.run_id, s.phase, s.position
-FROM steps s
-JOIN runs r ON r.id = s.run_id
-WHERE s.signal_name = :name AND s.status = 'waiting' AND r.status = 'waiting'
-  AND (:target_run_id IS NULL OR r.id = :target_run_id)
-ORDER BY s.created_at, s.run_id;
+-- name: send_signal
+-- Delivers a signal to every run waiting on its name (only to target_run_id when given): the
+-- steps get its payload (which holds the signal's id, so the next statements find them), the
+-- runs are due now, and the signal is recorded as delivered, or kept when no run waits.
+-- Returns one row: the runs delivered to.
+UPDATE steps SET result = :payload
+WHERE signal_name = :name AND status = 'waiting'
+  AND run_id IN (SELECT id FROM runs WHERE status = 'waiting')
+  AND (:target_run_id IS NULL OR run_id = :target_run_id);
+UPDATE runs SET status = 'pending', due_at = :now, updated_at = :now
+WHERE status = 'waiting'
+  AND id IN (SELECT run_id FROM steps
+             WHERE signal_name = :name AND status = 'waiting' AND result = :payload);
+INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
+                     created_at, expires_at, delivered_at)
+SELECT :id, :name, :target_run_id, :data, :idempotency_key,
+       CASE WHEN count(*) > 0 THEN 'delivered' ELSE 'kept' END, json_group_array(run_id),
+       :now, :expires_at, CASE WHEN count(*) > 0 THEN :now END
+FROM (SELECT run_id FROM steps
+      WHERE signal_name = :name AND status = 'waiting' AND result = :payload
+      ORDER BY created_at, run_id)
+RETURNING delivered_to;
+UPDATE steps SET status = 'succeeded', finished_at = :now, updated_at = :now
+WHERE signal_name = :name AND status = 'waiting' AND result = :payload;
 
 -- name: deliver_to_step
 UPDATE steps SET status = 'succeeded', result = :result, finished_at = :now, updated_at = :now
 WHERE run_id = :run_id AND phase = :phase AND position = :position AND status = 'waiting';
-
--- name: wake_run
-UPDATE runs SET status = 'pending', due_at = :now, updated_at = :now
-WHERE id = :run_id AND status = 'waiting'
-RETURNING workflow_key;
-
--- name: insert_signal
-INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
-                     created_at, expires_at, delivered_at)
-VALUES (:id, :name, :target_run_id, :data, :idempotency_key, :status, :delivered_to, :now,
-        :expires_at, :delivered_at);
 
 -- name: take_kept_signal
 SELECT * FROM signals
@@ -156,7 +168,22 @@ UPDATE runs SET due_at = :now, lease_expires_at = :now, updated_at = :now
 WHERE lease_owner IN (SELECT value FROM json_each(:worker_ids)) AND due_at > :now
 RETURNING id;
 
+-- name: claim_due
+-- Not run alone: the runs claim_runs takes (all its statements see the same ones: writers are
+-- serialized and only its last statement changes runs).
+SELECT id FROM runs
+WHERE workflow_key IN (SELECT value FROM json_each(:workflow_keys)) AND due_at <= :now
+ORDER BY due_at
+LIMIT :limit;
+
 -- name: claim_runs
+-- Leases due runs to the worker; their attempts still running are interrupted and their
+-- running steps are pending again. claimed_before: whether the run may have recorded steps
+-- (here always, the steps are read in the same transaction anyway).
+UPDATE attempts SET status = 'interrupted', finished_at = :now
+WHERE run_id IN ({claim_due}) AND status = 'running';
+UPDATE steps SET status = 'pending', updated_at = :now
+WHERE run_id IN ({claim_due}) AND status = 'running';
 UPDATE runs SET
     lease_epoch = lease_epoch + 1,
     lease_owner = :worker_id,
@@ -167,26 +194,14 @@ UPDATE runs SET
                         ELSE compensation END,
     started_at = COALESCE(started_at, :now),
     updated_at = :now
-WHERE id IN (
-    SELECT id FROM runs
-    WHERE workflow_key IN (SELECT value FROM json_each(:workflow_keys)) AND due_at <= :now
-    ORDER BY due_at
-    LIMIT :limit
-)
-RETURNING *;
+WHERE id IN ({claim_due})
+RETURNING *, 1 AS claimed_before;
 
 -- name: explain_claim_candidates
-EXPLAIN QUERY PLAN SELECT id FROM runs
-WHERE workflow_key IN (SELECT value FROM json_each(:workflow_keys)) AND due_at <= :now
-ORDER BY due_at
-LIMIT :limit;
+EXPLAIN QUERY PLAN {claim_due};
 
 -- name: reset_running_steps
 UPDATE steps SET status = 'pending', updated_at = :now
-WHERE run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'running';
-
--- name: interrupt_running_attempts
-UPDATE attempts SET status = 'interrupted', finished_at = :now
 WHERE run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'running';
 
 -- name: steps_of_runs
@@ -211,8 +226,92 @@ RETURNING runs.id;
 SELECT id, status, lease_owner, lease_epoch FROM runs
 WHERE id IN (SELECT value FROM json_each(:run_ids));
 
--- name: lock_run_for_fence
+-- name: fence
+-- The lease fence, written once: the run, if this worker still holds its lease at the epoch
+-- it claimed. Queries of fenced operations include it by name; lock_fence runs it at the
+-- start of a fenced transaction.
+SELECT id FROM runs WHERE id = :run_id AND lease_owner = :worker_id AND lease_epoch = :lease_epoch;
+
+-- name: lock_fence
+{fence};
+
+-- name: lease_of_run
+-- Why a fence failed (read after a fenced operation wrote nothing).
 SELECT status, lease_owner, lease_epoch FROM runs WHERE id = :run_id;
+
+-- name: completing
+-- Not run alone: the statements with which begin_step, complete_step and complete_run commit
+-- an earlier step's result (completed_result of attempt completed_attempt_id at
+-- completed_position; NULL: none), unless that step had succeeded already (a retried commit
+-- whose first try did commit). The attempt first: it asks whether the step is done yet.
+WITH fence AS ({fence})
+UPDATE attempts SET status = 'succeeded', finished_at = :now, error = NULL
+WHERE id = :completed_attempt_id AND status = 'running'
+  AND EXISTS (SELECT 1 FROM steps
+              WHERE run_id = (SELECT id FROM fence) AND phase = :phase
+                AND position = :completed_position AND status <> 'succeeded');
+WITH fence AS ({fence})
+UPDATE steps SET status = 'succeeded', result = :completed_result, updated_at = :now,
+                 finished_at = :now
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :completed_position
+  AND status <> 'succeeded';
+
+-- name: begin_step
+-- The previous step's result when it is given (completing), then the step (new, or again
+-- running) and its new attempt. Returns the attempt's id and number.
+{completing};
+WITH fence AS ({fence})
+INSERT INTO steps (run_id, phase, position, name, kind, status, created_at, updated_at)
+SELECT id, :phase, :position, :name, 'step', 'running', :now, :now FROM fence WHERE true
+ON CONFLICT (run_id, phase, position)
+    DO UPDATE SET status = 'running', updated_at = excluded.updated_at, finished_at = NULL;
+WITH fence AS ({fence})
+INSERT INTO attempts (run_id, phase, position, attempt, status, worker_id, lease_epoch,
+                      started_at)
+SELECT run_id, phase, position, failures + 1, 'running', :worker_id, :lease_epoch, :now
+FROM steps
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position
+RETURNING id, attempt;
+
+-- name: complete_step
+-- A step's result (completing); completed tells whether it committed now (0: it had already).
+{completing};
+WITH fence AS ({fence})
+SELECT changes() > 0 AS completed FROM fence;
+
+-- name: finish_parked_step
+-- A timer fired (succeeded) or a signal wait timed out (timed_out).
+WITH fence AS ({fence})
+UPDATE steps SET status = :status, updated_at = :now, finished_at = :now
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position;
+{fence};
+
+-- name: start_sleep
+-- A timer step; when park, the run is released until wake_at.
+WITH fence AS ({fence})
+INSERT INTO steps (run_id, phase, position, name, kind, status, wake_at, created_at,
+                   updated_at, finished_at)
+SELECT id, :phase, :position, :name, 'sleep',
+       CASE WHEN :park THEN 'sleeping' ELSE 'succeeded' END, :wake_at, :now, :now,
+       CASE WHEN :park THEN NULL ELSE :now END
+FROM fence
+RETURNING run_id AS id;
+WITH fence AS ({fence})
+UPDATE runs SET status = 'sleeping', due_at = :wake_at, lease_owner = NULL,
+                lease_expires_at = NULL, updated_at = :now,
+                compensation = CASE WHEN compensation = 'running' THEN 'pending'
+                                    ELSE compensation END
+WHERE id = (SELECT id FROM fence) AND :park;
+
+-- name: park_again
+-- The run was claimed before its timer: release it again until due_at.
+WITH fence AS ({fence})
+UPDATE runs SET status = :status, due_at = :due_at, lease_owner = NULL, lease_expires_at = NULL,
+                updated_at = :now,
+                compensation = CASE WHEN compensation = 'running' THEN 'pending'
+                                    ELSE compensation END
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: get_step
 SELECT * FROM steps WHERE run_id = :run_id AND phase = :phase AND position = :position;
@@ -223,25 +322,11 @@ INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_n
 VALUES (:run_id, :phase, :position, :name, :kind, :status, :result, :signal_name, :wake_at,
         :now, :now, :finished_at);
 
--- name: set_step_status
-UPDATE steps SET status = :status, updated_at = :now, finished_at = :finished_at
-WHERE run_id = :run_id AND phase = :phase AND position = :position;
-
--- name: succeed_step
-UPDATE steps SET status = 'succeeded', result = :result, updated_at = :now, finished_at = :now
-WHERE run_id = :run_id AND phase = :phase AND position = :position;
-
 -- name: count_step_failure
 UPDATE steps SET failures = failures + 1, status = :status, error = :error, updated_at = :now,
                  finished_at = :finished_at
 WHERE run_id = :run_id AND phase = :phase AND position = :position
 RETURNING failures;
-
--- name: insert_attempt
-INSERT INTO attempts (run_id, phase, position, attempt, status, worker_id, lease_epoch,
-                      started_at)
-VALUES (:run_id, :phase, :position, :attempt, 'running', :worker_id, :lease_epoch, :now)
-RETURNING id;
 
 -- name: finish_attempt
 UPDATE attempts SET status = :status, finished_at = :now, error = :error
@@ -250,8 +335,7 @@ WHERE id = :attempt_id AND status = 'running';
 -- name: report_progress
 UPDATE attempts SET progress = :progress, progress_at = :now
 WHERE id = :attempt_id AND status = 'running'
-  AND EXISTS (SELECT 1 FROM runs
-              WHERE id = :run_id AND lease_owner = :worker_id AND lease_epoch = :lease_epoch);
+  AND EXISTS ({fence});
 
 -- name: release_run
 UPDATE runs SET status = :status, due_at = :due_at, lease_owner = NULL, lease_expires_at = NULL,
@@ -262,10 +346,14 @@ WHERE id = :run_id
 RETURNING workflow_key;
 
 -- name: complete_run
+-- The last step's result when it is given (completing), then the run's success.
+{completing};
+WITH fence AS ({fence})
 UPDATE runs SET status = 'succeeded', output = :output, error = NULL, detail = NULL,
                 due_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
                 finished_at = :now, updated_at = :now
-WHERE id = :run_id;
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: fail_run
 UPDATE runs SET status = 'failed', error = :error,
