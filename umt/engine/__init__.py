@@ -55,6 +55,7 @@ from umt.engine.models import (
 )
 from umt.engine.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from umt.engine.store.migrations import MigrationSet
+from umt.engine.store.values import validate_signal_name
 from umt.engine.worker import DrainReport, Worker, WorkerOptions
 from umt.engine.workflow import Registry, Workflow, workflow
 
@@ -111,5 +112,6 @@ __all__ = [
     "format_duration",
     "open_database",
     "parse_duration",
+    "validate_signal_name",
     "workflow",
 ]

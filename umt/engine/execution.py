@@ -31,7 +31,8 @@ from umt.engine.jsonvalues import to_json_value
 from umt.engine.models import COMPENSATION, MAIN, ReceivedSignal, RunStatus
 from umt.engine.retry import DEFAULT_RETRY, RetryPolicy
 from umt.engine.store.database import Row, Session
-from umt.engine.store.store import Claim, Fence, StepResult, Store, error_json
+from umt.engine.store.store import Store
+from umt.engine.store.values import Claim, Fence, StepResult, error_json
 from umt.engine.workflow import Workflow
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,185 @@
+"""What a worker records while it executes a run: steps, timers, signal waits, the end."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from umt.engine import faults
+from umt.engine.jsonvalues import canonical_json
+from umt.engine.models import ReceivedSignal, RunStatus
+from umt.engine.store.database import WORK_CHANNEL
+from umt.engine.store.fencing import Fencing
+from umt.engine.store.values import BufferedStatement, Fence, StepResult, validate_signal_name
+
+
+class Steps(Fencing):
+    """Every write of a run's execution, fenced."""
+
+    def begin_step(
+        self, fence: Fence, position: int, name: str, *, completing: StepResult | None = None
+    ) -> tuple[int, int]:
+        """Records that an attempt of a step starts, and commits ``completing`` (the previous
+        step's result) with it. Returns (attempt id, attempt number)."""
+        row = self._fenced_operation("begin_step", fence, position=position, name=name,
+                                     **_completing(completing), now=self.clock.now())
+        return int(row["id"]), int(row["attempt"])
+
+    def complete_step(
+        self, fence: Fence, position: int, attempt_id: int, result: Any,
+        statements: Sequence[BufferedStatement] = (),
+    ) -> None:
+        """Commits a step's result together with the step's buffered business statements."""
+        params = {**_completing(StepResult(position, attempt_id, result)), "now": self.clock.now()}
+        if not statements:
+            self._fenced_operation("complete_step", fence, **params)
+            return
+        # Business statements need a transaction; they run only if the result committed now
+        # (not when a retried commit finds that its first try did commit).
+        with self.database.transaction() as session:
+            if self._fenced_row(session, "complete_step", fence, params)["completed"]:
+                for statement in statements:
+                    session.execute(statement.query, statement.params)
+
+    def fail_step(
+        self, fence: Fence, position: int, attempt_id: int, error: dict[str, Any],
+        *, retry_in: timedelta | None, run_status: str,
+    ) -> int:
+        """Records a failed attempt. With ``retry_in`` the run is released until then;
+        otherwise the step is failed for good. Returns the step's failure count."""
+        now = self.clock.now()
+        with self.fenced(fence) as session:
+            key = self._step_key(fence, position)
+            session.rows("finish_attempt", attempt_id=attempt_id, status="failed", now=now,
+                         error=canonical_json(error))
+            row = session.row(
+                "count_step_failure", **key, error=canonical_json(error),
+                status="retrying" if retry_in is not None else "failed", now=now,
+                finished_at=None if retry_in is not None else now,
+            )
+            assert row is not None
+            if retry_in is not None:
+                self._release(session, fence, status=run_status, due_at=now + retry_in)
+        return int(row["failures"])
+
+    def start_sleep(self, fence: Fence, position: int, name: str, wake_at: datetime) -> bool:
+        """Records a durable timer. Returns whether the run is now parked (False: already due)."""
+        now = self.clock.now()
+        due = wake_at <= now
+        self._fenced_operation("start_sleep", fence, position=position, name=name,
+                               wake_at=wake_at, park=not due, now=now)
+        return not due
+
+    def finish_parked_step(self, fence: Fence, position: int, status: str) -> None:
+        """A timer fired (``succeeded``) or a signal wait timed out (``timed_out``)."""
+        self._fenced_operation("finish_parked_step", fence, position=position, status=status,
+                               now=self.clock.now())
+
+    def park_again(self, fence: Fence, status: str, due_at: datetime) -> None:
+        """The run was claimed before its timer: park it again without doing anything."""
+        self._fenced_operation("park_again", fence, status=status, due_at=due_at,
+                               now=self.clock.now())
+
+    def wait_for_signal(
+        self, fence: Fence, position: int, name: str, signal_name: str,
+        deadline: datetime | None,
+    ) -> ReceivedSignal | None:
+        """Consumes a kept signal if there is one; otherwise parks the run until one arrives
+        (or until ``deadline``; ``None`` waits without limit)."""
+        validate_signal_name(signal_name)
+        now = self.clock.now()
+        with self.database.transaction() as session:
+            # The name lock comes before the run lock, in the same order as in send_signal.
+            session.rows("lock_signal_name", name=signal_name)
+            if session.row("lock_fence", **self._fence_key(fence)) is None:
+                self._refused(session, fence)
+            key = self._step_key(fence, position)
+            step = session.row("get_step", **key)
+            kept = None if faults.broken("mailbox") else session.row(
+                "take_kept_signal", name=signal_name, run_id=fence.run_id, now=now)
+            if kept is not None:
+                received = ReceivedSignal(kept["id"], signal_name, kept["data"])
+                session.rows("consume_signal", signal_id=kept["id"],
+                             delivered_to=canonical_json([fence.run_id]), now=now)
+                result = canonical_json(
+                    {"signal_id": received.id, "name": signal_name, "data": received.data}
+                )
+                if step is None:
+                    session.rows("insert_step", **key, name=name, kind="signal",
+                                 status="succeeded", result=result, signal_name=signal_name,
+                                 wake_at=deadline, now=now, finished_at=now)
+                else:
+                    session.rows("deliver_to_step", **key, result=result, now=now)
+                return received
+            if step is None:
+                session.rows("insert_step", **key, name=name, kind="signal", status="waiting",
+                             result=None, signal_name=signal_name, wake_at=deadline, now=now,
+                             finished_at=None)
+            self._release(session, fence, status=RunStatus.WAITING, due_at=deadline)
+        return None
+
+    def complete_run(
+        self, fence: Fence, output: Any, *, completing: StepResult | None = None
+    ) -> None:
+        """The run succeeded; ``completing`` (its last step's result) commits with it."""
+        self._fenced_operation("complete_run", fence, output=canonical_json(output),
+                               **_completing(completing), now=self.clock.now())
+
+    def fail_run(self, fence: Fence, error: dict[str, Any], *, compensate: bool) -> None:
+        with self.fenced(fence) as session:
+            row = session.row("fail_run", run_id=fence.run_id, error=canonical_json(error),
+                              compensate=compensate, now=self.clock.now())
+            if compensate and row is not None:
+                self.database.notify(session, WORK_CHANNEL, row["workflow_key"])
+
+    def finish_compensation(self, fence: Fence, *, error: dict[str, Any] | None) -> None:
+        with self.fenced(fence) as session:
+            session.rows(
+                "finish_compensation", run_id=fence.run_id, now=self.clock.now(),
+                compensation="failed" if error else "succeeded",
+                error=canonical_json({"compensation": error}) if error else None,
+            )
+
+    def hand_back(self, fence: Fence, attempt_id: int | None, run_status: str) -> None:
+        """A stopping worker returns a run it could not finish; it is due again at once."""
+        now = self.clock.now()
+        with self.fenced(fence) as session:
+            if attempt_id is not None:
+                session.rows("finish_attempt", attempt_id=attempt_id, status="handed_back",
+                             now=now, error=None)
+            session.rows("reset_running_steps", run_ids=[fence.run_id], now=now)
+            self._release(session, fence, status=run_status, due_at=now)
+
+    def report_progress(self, fence: Fence, attempt_id: int, progress: Any) -> bool:
+        with self.database.autocommit() as session:
+            changed = session.count(
+                "report_progress", attempt_id=attempt_id, progress=canonical_json(progress),
+                now=self.clock.now(), run_id=fence.run_id, worker_id=fence.worker_id,
+                lease_epoch=fence.epoch,
+            )
+        return changed > 0
+
+    def close_attempt(self, attempt_id: int, status: str, error: dict[str, Any] | None) -> None:
+        """Closes this worker's own attempt after it lost the run (no fence: the row is ours
+        and only changes while it still says ``running``)."""
+        with self.database.autocommit() as session:
+            session.rows("finish_attempt", attempt_id=attempt_id, status=status,
+                         now=self.clock.now(), error=canonical_json(error) if error else None)
+
+    def expedite_compensation(self, run_id: str, worker_id: str) -> None:
+        """After a canceled step stopped, its compensation need not wait for the old lease."""
+        with self.database.transaction() as session:
+            row = session.row("expedite_compensation", run_id=run_id, worker_id=worker_id,
+                              now=self.clock.now())
+            if row is not None:
+                self.database.notify(session, WORK_CHANNEL, row["workflow_key"])
+
+
+def _completing(step: StepResult | None) -> dict[str, object]:
+    """Parameters of a query that also commits an earlier step's result (NULL: none)."""
+    if step is None:
+        return {"completed_position": None, "completed_attempt_id": None,
+                "completed_result": None}
+    return {"completed_position": step.position, "completed_attempt_id": step.attempt_id,
+            "completed_result": canonical_json(step.result)}
