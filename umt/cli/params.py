@@ -19,7 +19,7 @@ RUN_STATUSES = ("pending", "running", "waiting", "sleeping", "succeeded", "faile
 
 
 def parse_duration_option(text: str, option: str) -> timedelta:
-    from umt.engine.durations import InvalidDuration, parse_duration
+    from umt.engine import InvalidDuration, parse_duration
 
     try:
         return parse_duration(text)

@@ -42,6 +42,8 @@ from umt.engine.errors import (
     WorkerStopping,
     WorkflowDefinitionError,
 )
+from umt.engine.hostinfo import host_key
+from umt.engine.jsonvalues import canonical_json
 from umt.engine.models import (
     FINAL_STATUSES,
     Attempt,
@@ -54,7 +56,15 @@ from umt.engine.models import (
     WaitingRun,
 )
 from umt.engine.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
+from umt.engine.store.database import Database, Row, Session
 from umt.engine.store.migrations import MigrationSet
+from umt.engine.store.queries import Query, QuerySet
+from umt.engine.store.urls import (
+    DatabaseTarget,
+    InvalidDatabaseUrl,
+    mask_database_url,
+    parse_database_url,
+)
 from umt.engine.store.values import validate_signal_name
 from umt.engine.worker import DrainReport, Worker, WorkerOptions
 from umt.engine.workflow import Registry, Workflow, workflow
@@ -66,26 +76,33 @@ __all__ = [
     "SYSTEM_CLOCK",
     "Attempt",
     "Clock",
+    "Database",
+    "DatabaseTarget",
     "DrainReport",
     "Engine",
     "EngineError",
     "FakeClock",
     "IdempotencyConflict",
+    "InvalidDatabaseUrl",
     "InvalidDuration",
     "InvalidSignalName",
     "LeaseLost",
     "MigrationSet",
     "PermanentError",
+    "Query",
+    "QuerySet",
     "ReceivedSignal",
     "Registry",
     "ReplayDrift",
     "RetryPolicy",
+    "Row",
     "Run",
     "RunCanceled",
     "RunFinished",
     "RunStatus",
     "SchemaNotReady",
     "SchemaTooNew",
+    "Session",
     "SignalKeyConflict",
     "SignalResult",
     "SingleHostDatabase",
@@ -109,8 +126,12 @@ __all__ = [
     "Workflow",
     "WorkflowContext",
     "WorkflowDefinitionError",
+    "canonical_json",
     "format_duration",
+    "host_key",
+    "mask_database_url",
     "open_database",
+    "parse_database_url",
     "parse_duration",
     "validate_signal_name",
     "workflow",
