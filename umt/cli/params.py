@@ -15,6 +15,8 @@ JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON on stdout (for scripts).")
 ]
 
+#: The values of umt.engine.RunStatus, spelled out: help must not load the engine
+#: (tests/cli/test_statuses.py checks that they are the same).
 RUN_STATUSES = ("pending", "running", "waiting", "sleeping", "succeeded", "failed", "canceled")
 
 

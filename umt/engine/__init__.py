@@ -47,12 +47,15 @@ from umt.engine.jsonvalues import canonical_json
 from umt.engine.models import (
     FINAL_STATUSES,
     Attempt,
+    AttemptStatus,
+    CompensationStatus,
     ReceivedSignal,
     Run,
     RunStatus,
     SignalResult,
     StartResult,
     Step,
+    StepStatus,
     WaitingRun,
 )
 from umt.engine.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
@@ -75,7 +78,9 @@ __all__ = [
     "NO_RETRY",
     "SYSTEM_CLOCK",
     "Attempt",
+    "AttemptStatus",
     "Clock",
+    "CompensationStatus",
     "Database",
     "DatabaseTarget",
     "DrainReport",
@@ -111,6 +116,7 @@ __all__ = [
     "StepContext",
     "StepFailed",
     "StepInterrupted",
+    "StepStatus",
     "StepTransaction",
     "StoreCorrupt",
     "StoreError",

@@ -9,7 +9,14 @@ from typing import Any
 
 from umt.engine.errors import IdempotencyConflict, RunCanceled, RunFinished, StoreError, UnknownRun
 from umt.engine.jsonvalues import canonical_json
-from umt.engine.models import FINAL_STATUSES, Attempt, Run, StartResult, Step
+from umt.engine.models import (
+    FINAL_STATUSES,
+    Attempt,
+    CompensationStatus,
+    Run,
+    StartResult,
+    Step,
+)
 from umt.engine.store.base import StoreBase
 from umt.engine.store.database import CANCEL_CHANNEL, WORK_CHANNEL, Session
 from umt.engine.store.values import error_json, valid_run_id
@@ -125,7 +132,8 @@ class Runs(StoreBase):
         deadline = time.monotonic() + timeout
         while True:
             run = self.get(run_id)
-            settled = run.finished and run.compensation not in ("pending", "running")
+            settled = run.finished and run.compensation not in (CompensationStatus.PENDING,
+                                                             CompensationStatus.RUNNING)
             if settled or time.monotonic() >= deadline:
                 return run
             time.sleep(poll)

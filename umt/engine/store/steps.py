@@ -8,7 +8,13 @@ from typing import Any
 
 from umt.engine import faults
 from umt.engine.jsonvalues import canonical_json
-from umt.engine.models import ReceivedSignal, RunStatus
+from umt.engine.models import (
+    AttemptStatus,
+    CompensationStatus,
+    ReceivedSignal,
+    RunStatus,
+    StepStatus,
+)
 from umt.engine.store.database import WORK_CHANNEL
 from umt.engine.store.fencing import Fencing
 from umt.engine.store.values import BufferedStatement, Fence, StepResult, validate_signal_name
@@ -51,11 +57,11 @@ class Steps(Fencing):
         now = self.clock.now()
         with self.fenced(fence) as session:
             key = self._step_key(fence, position)
-            session.rows("finish_attempt", attempt_id=attempt_id, status="failed", now=now,
-                         error=canonical_json(error))
+            session.rows("finish_attempt", attempt_id=attempt_id, status=AttemptStatus.FAILED,
+                         now=now, error=canonical_json(error))
             row = session.row(
                 "count_step_failure", **key, error=canonical_json(error),
-                status="retrying" if retry_in is not None else "failed", now=now,
+                status=StepStatus.RETRYING if retry_in is not None else StepStatus.FAILED, now=now,
                 finished_at=None if retry_in is not None else now,
             )
             assert row is not None
@@ -107,15 +113,16 @@ class Steps(Fencing):
                 )
                 if step is None:
                     session.rows("insert_step", **key, name=name, kind="signal",
-                                 status="succeeded", result=result, signal_name=signal_name,
-                                 wake_at=deadline, now=now, finished_at=now)
+                                 status=StepStatus.SUCCEEDED, result=result,
+                                 signal_name=signal_name, wake_at=deadline, now=now,
+                                 finished_at=now)
                 else:
                     session.rows("deliver_to_step", **key, result=result, now=now)
                 return received
             if step is None:
-                session.rows("insert_step", **key, name=name, kind="signal", status="waiting",
-                             result=None, signal_name=signal_name, wake_at=deadline, now=now,
-                             finished_at=None)
+                session.rows("insert_step", **key, name=name, kind="signal",
+                             status=StepStatus.WAITING, result=None, signal_name=signal_name,
+                             wake_at=deadline, now=now, finished_at=None)
             self._release(session, fence, status=RunStatus.WAITING, due_at=deadline)
         return None
 
@@ -137,7 +144,7 @@ class Steps(Fencing):
         with self.fenced(fence) as session:
             session.rows(
                 "finish_compensation", run_id=fence.run_id, now=self.clock.now(),
-                compensation="failed" if error else "succeeded",
+                compensation=CompensationStatus.FAILED if error else CompensationStatus.SUCCEEDED,
                 error=canonical_json({"compensation": error}) if error else None,
             )
 
@@ -146,8 +153,8 @@ class Steps(Fencing):
         now = self.clock.now()
         with self.fenced(fence) as session:
             if attempt_id is not None:
-                session.rows("finish_attempt", attempt_id=attempt_id, status="handed_back",
-                             now=now, error=None)
+                session.rows("finish_attempt", attempt_id=attempt_id,
+                             status=AttemptStatus.HANDED_BACK, now=now, error=None)
             session.rows("reset_running_steps", run_ids=[fence.run_id], now=now)
             self._release(session, fence, status=run_status, due_at=now)
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from umt.engine.errors import SingleHostDatabase
 from umt.engine.jsonvalues import canonical_json
-from umt.engine.models import COMPENSATION, MAIN, Run, RunStatus
+from umt.engine.models import COMPENSATION, MAIN, Run, RunStatus, StepStatus
 from umt.engine.store.base import StoreBase
 from umt.engine.store.database import WORKERS_CHANNEL, Row, Session
 from umt.engine.store.values import WORKER_PRESUMED_GONE, Claim, Fence, LeaseState, WorkerRecord
@@ -122,6 +122,6 @@ def _claim_from(row: Row, worker_id: str, step_rows: list[Row]) -> Claim:
         main_results={
             step["name"]: step["result"]
             for step in mine
-            if step["phase"] == MAIN and step["status"] == "succeeded"
+            if step["phase"] == MAIN and step["status"] == StepStatus.SUCCEEDED
         },
     )
