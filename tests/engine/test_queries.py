@@ -31,7 +31,8 @@ def test_every_engine_query_has_a_twin_unless_its_backend_lists_it() -> None:
 
 HOT_OPERATIONS = frozenset({
     "insert_run", "claim_runs", "begin_step", "complete_step", "finish_parked_step",
-    "start_sleep", "park_again", "complete_run", "send_signal", "report_progress",
+    "start_sleep", "park_again", "complete_run", "send_signal", "report_progress", "fail_step",
+    "fail_run", "finish_compensation", "hand_back",
 })
 
 
@@ -49,7 +50,8 @@ def test_the_fence_is_written_once_per_dialect() -> None:
         assert text.count(f"lease_epoch = {epoch}") == 1, backend.dialect
         queries = QuerySet.load(package, f"sql/{backend.dialect}.sql")
         for name in ("begin_step", "complete_step", "finish_parked_step", "start_sleep",
-                     "park_again", "complete_run", "report_progress", "lock_fence"):
+                     "park_again", "complete_run", "report_progress", "lock_fence", "fail_step",
+                     "fail_run", "finish_compensation", "hand_back"):
             assert f"lease_epoch = {epoch}" in queries[name].sql, (backend.dialect, name)
 
 

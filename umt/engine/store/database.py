@@ -1,7 +1,7 @@
 """What the engine needs from a database, and the session that runs named queries.
 
 ``Database`` is implemented once per backend (``postgres.py``, ``sqlite.py``); the engine's
-logic (``store.py``) is written once against it.
+operations (``runs.py``, ``steps.py``, …) are written once against it.
 """
 
 from __future__ import annotations

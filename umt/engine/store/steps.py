@@ -9,7 +9,6 @@ from typing import Any
 from umt.engine import faults
 from umt.engine.jsonvalues import canonical_json
 from umt.engine.models import (
-    AttemptStatus,
     CompensationStatus,
     ReceivedSignal,
     RunStatus,
@@ -55,18 +54,11 @@ class Steps(Fencing):
         """Records a failed attempt. With ``retry_in`` the run is released until then;
         otherwise the step is failed for good. Returns the step's failure count."""
         now = self.clock.now()
-        with self.fenced(fence) as session:
-            key = self._step_key(fence, position)
-            session.rows("finish_attempt", attempt_id=attempt_id, status=AttemptStatus.FAILED,
-                         now=now, error=canonical_json(error))
-            row = session.row(
-                "count_step_failure", **key, error=canonical_json(error),
-                status=StepStatus.RETRYING if retry_in is not None else StepStatus.FAILED, now=now,
-                finished_at=None if retry_in is not None else now,
-            )
-            assert row is not None
-            if retry_in is not None:
-                self._release(session, fence, status=run_status, due_at=now + retry_in)
+        row = self._fenced_operation(
+            "fail_step", fence, position=position, attempt_id=attempt_id,
+            error=canonical_json(error), retry=retry_in is not None, status=run_status,
+            due_at=None if retry_in is None else now + retry_in, now=now,
+        )
         return int(row["failures"])
 
     def start_sleep(self, fence: Fence, position: int, name: str, wake_at: datetime) -> bool:
@@ -134,29 +126,20 @@ class Steps(Fencing):
                                **_completing(completing), now=self.clock.now())
 
     def fail_run(self, fence: Fence, error: dict[str, Any], *, compensate: bool) -> None:
-        with self.fenced(fence) as session:
-            row = session.row("fail_run", run_id=fence.run_id, error=canonical_json(error),
-                              compensate=compensate, now=self.clock.now())
-            if compensate and row is not None:
-                self.database.notify(session, WORK_CHANNEL, row["workflow_key"])
+        self._fenced_operation("fail_run", fence, error=canonical_json(error),
+                               compensate=compensate, now=self.clock.now())
 
     def finish_compensation(self, fence: Fence, *, error: dict[str, Any] | None) -> None:
-        with self.fenced(fence) as session:
-            session.rows(
-                "finish_compensation", run_id=fence.run_id, now=self.clock.now(),
-                compensation=CompensationStatus.FAILED if error else CompensationStatus.SUCCEEDED,
-                error=canonical_json({"compensation": error}) if error else None,
-            )
+        self._fenced_operation(
+            "finish_compensation", fence, now=self.clock.now(),
+            compensation=CompensationStatus.FAILED if error else CompensationStatus.SUCCEEDED,
+            error=canonical_json({"compensation": error}) if error else None,
+        )
 
     def hand_back(self, fence: Fence, attempt_id: int | None, run_status: str) -> None:
         """A stopping worker returns a run it could not finish; it is due again at once."""
-        now = self.clock.now()
-        with self.fenced(fence) as session:
-            if attempt_id is not None:
-                session.rows("finish_attempt", attempt_id=attempt_id,
-                             status=AttemptStatus.HANDED_BACK, now=now, error=None)
-            session.rows("reset_running_steps", run_ids=[fence.run_id], now=now)
-            self._release(session, fence, status=run_status, due_at=now)
+        self._fenced_operation("hand_back", fence, attempt_id=attempt_id, status=run_status,
+                               now=self.clock.now())
 
     def report_progress(self, fence: Fence, attempt_id: int, progress: Any) -> bool:
         with self.database.autocommit() as session:

@@ -244,10 +244,6 @@ SELECT * FROM claimed;
 -- name: explain_claim_candidates
 EXPLAIN {claim_due};
 
--- name: reset_running_steps
-UPDATE steps SET status = 'pending', updated_at = %(now)s
-WHERE run_id = ANY(%(run_ids)s::uuid[]) AND status = 'running';
-
 -- name: steps_of_runs
 SELECT * FROM steps WHERE run_id = ANY(%(run_ids)s::uuid[]) ORDER BY run_id, phase, position;
 
@@ -287,6 +283,12 @@ FOR NO KEY UPDATE;
 -- name: lease_of_run
 -- Why a fence failed (read after a fenced operation wrote nothing).
 SELECT status, lease_owner, lease_epoch FROM runs WHERE id = %(run_id)s::uuid;
+
+-- name: release
+-- Not run alone: the SET list that gives a run's lease back (a running compensation is pending
+-- again).
+lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s,
+compensation = CASE WHEN compensation = 'running' THEN 'pending' ELSE compensation END;
 
 -- name: completing
 -- Not a statement: the CTEs with which begin_step, complete_step and complete_run commit an
@@ -330,6 +332,28 @@ RETURNING id, attempt;
 WITH fence AS ({fence} FOR NO KEY UPDATE), {completing}
 SELECT EXISTS (SELECT 1 FROM completed) AS completed FROM fence;
 
+-- name: fail_step
+-- A failed attempt. With retry the step is retrying and the run released until due_at (other
+-- workers notified), else the step failed for good. Returns the step's failure count.
+WITH fence AS ({fence} FOR NO KEY UPDATE), attempt AS (
+    UPDATE attempts SET status = 'failed', finished_at = %(now)s, error = %(error)s::jsonb
+    WHERE id = %(attempt_id)s AND status = 'running' AND EXISTS (SELECT 1 FROM fence)
+), step AS (
+    UPDATE steps SET failures = failures + 1, error = %(error)s::jsonb, updated_at = %(now)s,
+                     status = CASE WHEN %(retry)s THEN 'retrying' ELSE 'failed' END,
+                     finished_at = CASE WHEN %(retry)s THEN NULL ELSE %(now)s::timestamptz END
+    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s AND position = %(position)s
+    RETURNING failures
+), released AS (
+    UPDATE runs SET status = %(status)s, due_at = %(due_at)s, {release}
+    WHERE id = (SELECT id FROM fence) AND %(retry)s
+    RETURNING workflow_key
+)
+SELECT failures,
+       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, workflow_key) FROM released) AS n)
+           AS notified
+FROM step;
+
 -- name: finish_parked_step
 -- A timer fired (succeeded) or a signal wait timed out (timed_out).
 WITH fence AS ({fence} FOR NO KEY UPDATE), step AS (
@@ -348,10 +372,7 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), step AS (
            %(now)s, CASE WHEN %(park)s THEN NULL ELSE %(now)s::timestamptz END
     FROM fence
 ), released AS (
-    UPDATE runs SET status = 'sleeping', due_at = %(wake_at)s, lease_owner = NULL,
-                    lease_expires_at = NULL, updated_at = %(now)s,
-                    compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                        ELSE compensation END
+    UPDATE runs SET status = 'sleeping', due_at = %(wake_at)s, {release}
     WHERE id = (SELECT id FROM fence) AND %(park)s
     RETURNING workflow_key
 )
@@ -363,16 +384,32 @@ FROM fence;
 -- name: park_again
 -- The run was claimed before its timer: release it again until due_at, notifying.
 WITH fence AS ({fence} FOR NO KEY UPDATE), released AS (
-    UPDATE runs SET status = %(status)s, due_at = %(due_at)s, lease_owner = NULL,
-                    lease_expires_at = NULL, updated_at = %(now)s,
-                    compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                        ELSE compensation END
+    UPDATE runs SET status = %(status)s, due_at = %(due_at)s, {release}
     WHERE id = (SELECT id FROM fence)
     RETURNING id, workflow_key, due_at
 )
 SELECT id,
        (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, released.workflow_key)
                               WHERE released.due_at IS NOT NULL) AS n) AS notified
+FROM released;
+
+-- name: hand_back
+-- A stopping worker returns a run it could not finish (and closes its attempt, if any): its
+-- running steps are pending again and it is due now (other workers notified).
+WITH fence AS ({fence} FOR NO KEY UPDATE), attempt AS (
+    UPDATE attempts SET status = 'handed_back', finished_at = %(now)s, error = NULL
+    WHERE id = %(attempt_id)s::bigint AND status = 'running' AND EXISTS (SELECT 1 FROM fence)
+), reset AS (
+    UPDATE steps SET status = 'pending', updated_at = %(now)s
+    WHERE run_id = (SELECT id FROM fence) AND status = 'running'
+), released AS (
+    UPDATE runs SET status = %(status)s, due_at = %(now)s, {release}
+    WHERE id = (SELECT id FROM fence)
+    RETURNING id, workflow_key
+)
+SELECT id,
+       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, released.workflow_key)) AS n)
+           AS notified
 FROM released;
 
 -- name: get_step
@@ -385,12 +422,6 @@ INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_n
 VALUES (%(run_id)s::uuid, %(phase)s, %(position)s, %(name)s, %(kind)s, %(status)s,
         %(result)s::jsonb, %(signal_name)s, %(wake_at)s, %(now)s, %(now)s, %(finished_at)s);
 
--- name: count_step_failure
-UPDATE steps SET failures = failures + 1, status = %(status)s, error = %(error)s::jsonb,
-                 updated_at = %(now)s, finished_at = %(finished_at)s
-WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s
-RETURNING failures;
-
 -- name: finish_attempt
 UPDATE attempts SET status = %(status)s, finished_at = %(now)s, error = %(error)s::jsonb
 WHERE id = %(attempt_id)s AND status = 'running';
@@ -402,10 +433,7 @@ WHERE id = %(attempt_id)s AND status = 'running'
   AND EXISTS ({fence});
 
 -- name: release_run
-UPDATE runs SET status = %(status)s, due_at = %(due_at)s, lease_owner = NULL,
-                lease_expires_at = NULL, updated_at = %(now)s,
-                compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                    ELSE compensation END
+UPDATE runs SET status = %(status)s, due_at = %(due_at)s, {release}
 WHERE id = %(run_id)s::uuid
 RETURNING workflow_key;
 
@@ -419,20 +447,29 @@ WHERE id = (SELECT id FROM fence)
 RETURNING id;
 
 -- name: fail_run
-UPDATE runs SET status = 'failed', error = %(error)s::jsonb,
-                compensation = CASE WHEN %(compensate)s THEN 'pending' END,
-                key_active = key_active AND %(compensate)s,
-                due_at = CASE WHEN %(compensate)s THEN %(now)s::timestamptz END,
-                lease_owner = NULL, lease_expires_at = NULL,
-                finished_at = %(now)s, updated_at = %(now)s
-WHERE id = %(run_id)s::uuid
-RETURNING workflow_key;
+-- The run failed; with compensate its compensation is due now (other workers notified).
+WITH fence AS ({fence} FOR NO KEY UPDATE), failed AS (
+    UPDATE runs SET status = 'failed', error = %(error)s::jsonb,
+                    compensation = CASE WHEN %(compensate)s THEN 'pending' END,
+                    key_active = key_active AND %(compensate)s,
+                    due_at = CASE WHEN %(compensate)s THEN %(now)s::timestamptz END,
+                    lease_owner = NULL, lease_expires_at = NULL,
+                    finished_at = %(now)s, updated_at = %(now)s
+    WHERE id = (SELECT id FROM fence)
+    RETURNING id, workflow_key
+)
+SELECT id,
+       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, failed.workflow_key)
+                              WHERE %(compensate)s) AS n) AS notified
+FROM failed;
 
 -- name: finish_compensation
+WITH fence AS ({fence} FOR NO KEY UPDATE)
 UPDATE runs SET compensation = %(compensation)s, key_active = false, due_at = NULL,
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s,
                 error = COALESCE(%(error)s::jsonb, error)
-WHERE id = %(run_id)s::uuid;
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: expedite_compensation
 UPDATE runs SET due_at = %(now)s, updated_at = %(now)s

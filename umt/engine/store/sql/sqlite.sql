@@ -200,10 +200,6 @@ RETURNING *, 1 AS claimed_before;
 -- name: explain_claim_candidates
 EXPLAIN QUERY PLAN {claim_due};
 
--- name: reset_running_steps
-UPDATE steps SET status = 'pending', updated_at = :now
-WHERE run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'running';
-
 -- name: steps_of_runs
 SELECT * FROM steps WHERE run_id IN (SELECT value FROM json_each(:run_ids))
 ORDER BY run_id, phase, position;
@@ -238,6 +234,12 @@ SELECT id FROM runs WHERE id = :run_id AND lease_owner = :worker_id AND lease_ep
 -- name: lease_of_run
 -- Why a fence failed (read after a fenced operation wrote nothing).
 SELECT status, lease_owner, lease_epoch FROM runs WHERE id = :run_id;
+
+-- name: release
+-- Not run alone: the SET list that gives a run's lease back (a running compensation is pending
+-- again).
+lease_owner = NULL, lease_expires_at = NULL, updated_at = :now,
+compensation = CASE WHEN compensation = 'running' THEN 'pending' ELSE compensation END;
 
 -- name: completing
 -- Not run alone: the statements with which begin_step, complete_step and complete_run commit
@@ -279,6 +281,22 @@ RETURNING id, attempt;
 WITH fence AS ({fence})
 SELECT changes() > 0 AS completed FROM fence;
 
+-- name: fail_step
+-- A failed attempt. With retry the step is retrying and the run released until due_at, else
+-- the step failed for good. Returns the step's failure count.
+WITH fence AS ({fence})
+UPDATE attempts SET status = 'failed', finished_at = :now, error = :error
+WHERE id = :attempt_id AND status = 'running' AND EXISTS (SELECT 1 FROM fence);
+WITH fence AS ({fence})
+UPDATE steps SET failures = failures + 1, error = :error, updated_at = :now,
+                 status = CASE WHEN :retry THEN 'retrying' ELSE 'failed' END,
+                 finished_at = CASE WHEN :retry THEN NULL ELSE :now END
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position
+RETURNING failures;
+WITH fence AS ({fence})
+UPDATE runs SET status = :status, due_at = :due_at, {release}
+WHERE id = (SELECT id FROM fence) AND :retry;
+
 -- name: finish_parked_step
 -- A timer fired (succeeded) or a signal wait timed out (timed_out).
 WITH fence AS ({fence})
@@ -297,19 +315,27 @@ SELECT id, :phase, :position, :name, 'sleep',
 FROM fence
 RETURNING run_id AS id;
 WITH fence AS ({fence})
-UPDATE runs SET status = 'sleeping', due_at = :wake_at, lease_owner = NULL,
-                lease_expires_at = NULL, updated_at = :now,
-                compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                    ELSE compensation END
+UPDATE runs SET status = 'sleeping', due_at = :wake_at, {release}
 WHERE id = (SELECT id FROM fence) AND :park;
 
 -- name: park_again
 -- The run was claimed before its timer: release it again until due_at.
 WITH fence AS ({fence})
-UPDATE runs SET status = :status, due_at = :due_at, lease_owner = NULL, lease_expires_at = NULL,
-                updated_at = :now,
-                compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                    ELSE compensation END
+UPDATE runs SET status = :status, due_at = :due_at, {release}
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
+
+-- name: hand_back
+-- A stopping worker returns a run it could not finish (and closes its attempt, if any): its
+-- running steps are pending again and it is due now.
+WITH fence AS ({fence})
+UPDATE attempts SET status = 'handed_back', finished_at = :now, error = NULL
+WHERE id = :attempt_id AND status = 'running' AND EXISTS (SELECT 1 FROM fence);
+WITH fence AS ({fence})
+UPDATE steps SET status = 'pending', updated_at = :now
+WHERE run_id = (SELECT id FROM fence) AND status = 'running';
+WITH fence AS ({fence})
+UPDATE runs SET status = :status, due_at = :now, {release}
 WHERE id = (SELECT id FROM fence)
 RETURNING id;
 
@@ -322,12 +348,6 @@ INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_n
 VALUES (:run_id, :phase, :position, :name, :kind, :status, :result, :signal_name, :wake_at,
         :now, :now, :finished_at);
 
--- name: count_step_failure
-UPDATE steps SET failures = failures + 1, status = :status, error = :error, updated_at = :now,
-                 finished_at = :finished_at
-WHERE run_id = :run_id AND phase = :phase AND position = :position
-RETURNING failures;
-
 -- name: finish_attempt
 UPDATE attempts SET status = :status, finished_at = :now, error = :error
 WHERE id = :attempt_id AND status = 'running';
@@ -338,10 +358,7 @@ WHERE id = :attempt_id AND status = 'running'
   AND EXISTS ({fence});
 
 -- name: release_run
-UPDATE runs SET status = :status, due_at = :due_at, lease_owner = NULL, lease_expires_at = NULL,
-                updated_at = :now,
-                compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                    ELSE compensation END
+UPDATE runs SET status = :status, due_at = :due_at, {release}
 WHERE id = :run_id
 RETURNING workflow_key;
 
@@ -356,20 +373,24 @@ WHERE id = (SELECT id FROM fence)
 RETURNING id;
 
 -- name: fail_run
+-- The run failed; with compensate its compensation is due now.
+WITH fence AS ({fence})
 UPDATE runs SET status = 'failed', error = :error,
                 compensation = CASE WHEN :compensate THEN 'pending' END,
                 key_active = key_active AND :compensate,
                 due_at = CASE WHEN :compensate THEN :now END,
                 lease_owner = NULL, lease_expires_at = NULL,
                 finished_at = :now, updated_at = :now
-WHERE id = :run_id
-RETURNING workflow_key;
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: finish_compensation
+WITH fence AS ({fence})
 UPDATE runs SET compensation = :compensation, key_active = 0, due_at = NULL,
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = :now,
                 error = COALESCE(:error, error)
-WHERE id = :run_id;
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: expedite_compensation
 UPDATE runs SET due_at = :now, updated_at = :now
