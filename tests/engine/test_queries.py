@@ -32,7 +32,7 @@ def test_every_engine_query_has_a_twin_unless_its_backend_lists_it() -> None:
 HOT_OPERATIONS = frozenset({
     "insert_run", "claim_runs", "begin_step", "complete_step", "finish_parked_step",
     "start_sleep", "park_again", "complete_run", "send_signal", "report_progress", "fail_step",
-    "fail_run", "finish_compensation", "hand_back",
+    "fail_run", "finish_compensation", "hand_back", "wait_for_signal",
 })
 
 
@@ -51,7 +51,7 @@ def test_the_fence_is_written_once_per_dialect() -> None:
         queries = QuerySet.load(package, f"sql/{backend.dialect}.sql")
         for name in ("begin_step", "complete_step", "finish_parked_step", "start_sleep",
                      "park_again", "complete_run", "report_progress", "lock_fence", "fail_step",
-                     "fail_run", "finish_compensation", "hand_back"):
+                     "fail_run", "finish_compensation", "hand_back", "wait_for_signal"):
             assert f"lease_epoch = {epoch}" in queries[name].sql, (backend.dialect, name)
 
 

@@ -1,23 +1,22 @@
 """The lease fence on the Python side: run a fenced operation's query and, when it wrote nothing,
 read why and raise the precise error.
 
-Methods that a worker calls while executing a run take a ``Fence``. Each hot one is one named
-query (``Database.operation``: fence check, writes and notification in one statement on
-PostgreSQL, a few in one transaction on SQLite) that returns no row when the worker no longer
-holds the run's lease at the epoch it claimed; nothing was written then. The others run in
-``fenced``, a transaction that starts with the same check."""
+Methods that a worker calls while executing a run take a ``Fence``. Each is one named query
+(``Database.operation``: fence check, writes and notification in one statement on PostgreSQL, a
+few in one transaction on SQLite) that returns no row when the worker no longer holds the run's
+lease at the epoch it claimed; nothing was written then. A step body's own transactions
+(``StepContext.transaction``) run in ``fenced``, which starts with the same check."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
 
 from umt.engine import faults
 from umt.engine.errors import LeaseLost, RunCanceled, StoreError
 from umt.engine.models import MAIN, RunStatus
 from umt.engine.store.base import StoreBase
-from umt.engine.store.database import WORK_CHANNEL, Row, Session
+from umt.engine.store.database import Row, Session
 from umt.engine.store.values import NO_WORKER, Fence
 
 
@@ -69,11 +68,3 @@ class Fencing(StoreBase):
         raise LeaseLost(
             f"run {fence.run_id} is no longer held by this worker at epoch {fence.epoch}"
         )
-
-    def _release(
-        self, session: Session, fence: Fence, *, status: str, due_at: datetime | None
-    ) -> None:
-        row = session.row("release_run", run_id=fence.run_id, status=status, due_at=due_at,
-                          now=self.clock.now())
-        if row is not None and due_at is not None:
-            self.database.notify(session, WORK_CHANNEL, row["workflow_key"])

@@ -11,8 +11,6 @@ from umt.engine.jsonvalues import canonical_json
 from umt.engine.models import (
     CompensationStatus,
     ReceivedSignal,
-    RunStatus,
-    StepStatus,
 )
 from umt.engine.store.database import WORK_CHANNEL
 from umt.engine.store.fencing import Fencing
@@ -86,37 +84,19 @@ class Steps(Fencing):
         """Consumes a kept signal if there is one; otherwise parks the run until one arrives
         (or until ``deadline``; ``None`` waits without limit)."""
         validate_signal_name(signal_name)
-        now = self.clock.now()
         with self.database.transaction() as session:
-            # The name lock comes before the run lock, in the same order as in send_signal.
+            # The name lock comes before the run lock, in the same order as in send_signal;
+            # the query after it sees a signal sent while this waited for the lock.
             session.rows("lock_signal_name", name=signal_name)
-            if session.row("lock_fence", **self._fence_key(fence)) is None:
-                self._refused(session, fence)
-            key = self._step_key(fence, position)
-            step = session.row("get_step", **key)
-            kept = None if faults.broken("mailbox") else session.row(
-                "take_kept_signal", name=signal_name, run_id=fence.run_id, now=now)
-            if kept is not None:
-                received = ReceivedSignal(kept["id"], signal_name, kept["data"])
-                session.rows("consume_signal", signal_id=kept["id"],
-                             delivered_to=canonical_json([fence.run_id]), now=now)
-                result = canonical_json(
-                    {"signal_id": received.id, "name": signal_name, "data": received.data}
-                )
-                if step is None:
-                    session.rows("insert_step", **key, name=name, kind="signal",
-                                 status=StepStatus.SUCCEEDED, result=result,
-                                 signal_name=signal_name, wake_at=deadline, now=now,
-                                 finished_at=now)
-                else:
-                    session.rows("deliver_to_step", **key, result=result, now=now)
-                return received
-            if step is None:
-                session.rows("insert_step", **key, name=name, kind="signal",
-                             status=StepStatus.WAITING, result=None, signal_name=signal_name,
-                             wake_at=deadline, now=now, finished_at=None)
-            self._release(session, fence, status=RunStatus.WAITING, due_at=deadline)
-        return None
+            row = self._fenced_row(session, "wait_for_signal", fence, {
+                "position": position, "name": name, "signal_name": signal_name,
+                "wake_at": deadline, "take_kept": not faults.broken("mailbox"),
+                "now": self.clock.now(),
+            })
+        received = row["received"]
+        if received is None:
+            return None
+        return ReceivedSignal(received["signal_id"], signal_name, received["data"])
 
     def complete_run(
         self, fence: Fence, output: Any, *, completing: StepResult | None = None

@@ -2,18 +2,19 @@
 -- connection's search_path (the engine's schema first). Every query here has a twin with the
 -- same name in sqlite.sql, except those listed in PostgresDatabase.queries_without_twin.
 --
--- Each hot operation of the store (insert_run, claim_runs, begin_step, complete_step,
--- finish_parked_step, start_sleep, park_again, complete_run, send_signal) is ONE statement
--- run in autocommit (Database.operation): the fence check (the run is still leased to the
--- worker at its epoch; its row is locked), the writes and the notification happen in that
--- statement, so an operation costs one round trip and one commit instead of BEGIN, a fence
--- read, reads, writes, NOTIFY and COMMIT. Each returns no row when its condition does not hold
--- (the fence failed, an idempotency key is taken); nothing was written then, and the store
--- reads why to raise the precise error (LeaseLost, RunCanceled, IdempotencyConflict). The
--- fence is written once (the block fence) and included by name where a query needs it. The
--- store fills in the parameter work_channel. A data-modifying CTE runs even when nothing reads
--- it; a plain SELECT (pg_notify) runs only when the final SELECT reads it, hence the counts
--- there.
+-- Each operation of the store that writes for a run (insert_run, claim_runs, begin_step,
+-- complete_step, fail_step, finish_parked_step, start_sleep, park_again, wait_for_signal,
+-- complete_run, fail_run, finish_compensation, hand_back; send_signal) is ONE statement run in
+-- autocommit (Database.operation; the signal ones after lock_signal_name): the fence check
+-- (the run is still leased to the worker at its epoch; its row is locked), the writes and the
+-- notification happen in that statement, so an operation costs one round trip and one commit
+-- instead of BEGIN, a fence read, reads, writes, NOTIFY and COMMIT. Each returns no row when
+-- its condition does not hold (the fence failed, an idempotency key is taken); nothing was
+-- written then, and the store reads why to raise the precise error (LeaseLost, RunCanceled,
+-- IdempotencyConflict). The fence is written once (the block fence) and included by name
+-- where a query needs it, like the other blocks marked "not run alone". The store fills in the
+-- parameter work_channel. A data-modifying CTE runs even when nothing reads it; a plain SELECT
+-- (pg_notify) runs only when the final SELECT reads it, hence the counts there.
 
 -- name: insert_run
 -- A new run and its notification; no row when the idempotency key is held by another run.
@@ -110,6 +111,56 @@ SELECT pg_advisory_xact_lock(hashtextextended(%(name)s, 0));
 -- name: signal_by_key
 SELECT * FROM signals WHERE idempotency_key = %(idempotency_key)s;
 
+-- name: kept_signal
+-- Not run alone: the oldest signal kept for signal_name that the run may take (none when
+-- take_kept is false, or when the fence, a CTE of the including query, failed).
+SELECT id, data FROM signals
+WHERE name = %(signal_name)s AND status = 'kept' AND expires_at > %(now)s AND %(take_kept)s
+  AND (target_run_id IS NULL OR target_run_id = %(run_id)s::uuid)
+  AND EXISTS (SELECT 1 FROM fence)
+ORDER BY created_at, id
+LIMIT 1;
+
+-- name: wait_for_signal
+-- A signal wait: takes the kept signal if there is one (received: the step's result), else
+-- records the waiting step and parks the run until wake_at (NULL: no limit; other workers are
+-- notified of a due time). Runs after lock_signal_name in its transaction, as a statement of
+-- its own, so that it sees a signal sent while it waited for the lock.
+WITH fence AS ({fence} FOR NO KEY UPDATE), kept AS (
+    {kept_signal}
+    FOR UPDATE SKIP LOCKED
+), consumed AS (
+    UPDATE signals SET status = 'consumed', delivered_to = jsonb_build_array(%(run_id)s::text),
+                       delivered_at = %(now)s
+    WHERE id = (SELECT id FROM kept)
+), taken AS (
+    SELECT fence.id,
+           CASE WHEN kept.id IS NOT NULL THEN jsonb_build_object(
+               'signal_id', kept.id::text, 'name', %(signal_name)s::text, 'data', kept.data)
+           END AS received
+    FROM fence LEFT JOIN kept ON true
+), step AS (
+    INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_name,
+                       wake_at, created_at, updated_at, finished_at)
+    SELECT id, %(phase)s, %(position)s, %(name)s, 'signal',
+           CASE WHEN received IS NULL THEN 'waiting' ELSE 'succeeded' END, received,
+           %(signal_name)s, %(wake_at)s, %(now)s, %(now)s,
+           CASE WHEN received IS NOT NULL THEN %(now)s::timestamptz END
+    FROM taken
+    ON CONFLICT (run_id, phase, position) DO UPDATE
+        SET status = excluded.status, result = excluded.result,
+            finished_at = excluded.finished_at, updated_at = excluded.updated_at
+        WHERE steps.status = 'waiting' AND excluded.status = 'succeeded'
+), released AS (
+    UPDATE runs SET status = 'waiting', due_at = %(wake_at)s, {release}
+    WHERE id = (SELECT id FROM fence) AND NOT EXISTS (SELECT 1 FROM kept)
+    RETURNING workflow_key, due_at
+)
+SELECT id, received,
+       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, workflow_key) FROM released
+                              WHERE due_at IS NOT NULL) AS n) AS notified
+FROM taken;
+
 -- name: send_signal
 -- Delivers a signal to every run waiting on its name (only to target_run_id when given): the
 -- steps get its payload, the runs are due now (one notification per workflow), and the signal
@@ -152,25 +203,6 @@ WITH waiting AS (
 )
 SELECT (SELECT delivered_to FROM kept) AS delivered_to,
        (SELECT count(*) FROM notified) AS notified;
-
--- name: deliver_to_step
-UPDATE steps SET status = 'succeeded', result = %(result)s::jsonb,
-                 finished_at = %(now)s, updated_at = %(now)s
-WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s
-  AND status = 'waiting';
-
--- name: take_kept_signal
-SELECT * FROM signals
-WHERE name = %(name)s AND status = 'kept' AND expires_at > %(now)s
-  AND (target_run_id IS NULL OR target_run_id = %(run_id)s::uuid)
-ORDER BY created_at, id
-LIMIT 1
-FOR UPDATE SKIP LOCKED;
-
--- name: consume_signal
-UPDATE signals SET status = 'consumed', delivered_to = %(delivered_to)s::jsonb,
-                   delivered_at = %(now)s
-WHERE id = %(signal_id)s::uuid;
 
 -- name: runs_waiting_on_prefix
 SELECT s.run_id, s.position, s.signal_name, s.wake_at, r.workflow_name, r.detail
@@ -412,16 +444,6 @@ SELECT id,
            AS notified
 FROM released;
 
--- name: get_step
-SELECT * FROM steps
-WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s;
-
--- name: insert_step
-INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_name, wake_at,
-                   created_at, updated_at, finished_at)
-VALUES (%(run_id)s::uuid, %(phase)s, %(position)s, %(name)s, %(kind)s, %(status)s,
-        %(result)s::jsonb, %(signal_name)s, %(wake_at)s, %(now)s, %(now)s, %(finished_at)s);
-
 -- name: finish_attempt
 UPDATE attempts SET status = %(status)s, finished_at = %(now)s, error = %(error)s::jsonb
 WHERE id = %(attempt_id)s AND status = 'running';
@@ -431,11 +453,6 @@ WHERE id = %(attempt_id)s AND status = 'running';
 UPDATE attempts SET progress = %(progress)s::jsonb, progress_at = %(now)s
 WHERE id = %(attempt_id)s AND status = 'running'
   AND EXISTS ({fence});
-
--- name: release_run
-UPDATE runs SET status = %(status)s, due_at = %(due_at)s, {release}
-WHERE id = %(run_id)s::uuid
-RETURNING workflow_key;
 
 -- name: complete_run
 -- The last step's result when it is given (completing), then the run's success.

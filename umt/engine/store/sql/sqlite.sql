@@ -90,6 +90,51 @@ SELECT :name IS NOT NULL;
 -- name: signal_by_key
 SELECT * FROM signals WHERE idempotency_key = :idempotency_key;
 
+-- name: kept_signal
+-- Not run alone: the oldest signal kept for signal_name that the run may take (none when
+-- take_kept is false, or when the fence, a CTE of the including statement, failed).
+SELECT id, data FROM signals
+WHERE name = :signal_name AND status = 'kept' AND expires_at > :now AND :take_kept
+  AND (target_run_id IS NULL OR target_run_id = :run_id)
+  AND EXISTS (SELECT 1 FROM fence)
+ORDER BY created_at, id
+LIMIT 1;
+
+-- name: wait_for_signal
+-- A signal wait: takes the kept signal if there is one (received: the step's result), else
+-- records the waiting step and parks the run until wake_at (NULL: no limit). The step is
+-- recorded waiting, then gets the kept signal, which is then consumed (found by the id in the
+-- step's result); the run is released last, after the statement that returns the row.
+WITH fence AS ({fence})
+INSERT INTO steps (run_id, phase, position, name, kind, status, signal_name, wake_at,
+                   created_at, updated_at)
+SELECT id, :phase, :position, :name, 'signal', 'waiting', :signal_name, :wake_at, :now, :now
+FROM fence WHERE true
+ON CONFLICT (run_id, phase, position) DO NOTHING;
+WITH fence AS ({fence}), kept AS ({kept_signal})
+UPDATE steps SET status = 'succeeded', finished_at = :now, updated_at = :now,
+                 result = (SELECT json_object('signal_id', id, 'name', :signal_name,
+                                              'data', json(data)) FROM kept)
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position
+  AND status = 'waiting' AND EXISTS (SELECT 1 FROM kept);
+WITH fence AS ({fence})
+UPDATE signals SET status = 'consumed', delivered_to = json_array(:run_id), delivered_at = :now
+WHERE status = 'kept'
+  AND id = (SELECT json_extract(result, '$.signal_id') FROM steps
+            WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position
+              AND status = 'succeeded');
+WITH fence AS ({fence})
+SELECT fence.id, s.result AS received
+FROM fence
+LEFT JOIN steps s ON s.run_id = fence.id AND s.phase = :phase AND s.position = :position
+                 AND s.status = 'succeeded';
+WITH fence AS ({fence})
+UPDATE runs SET status = 'waiting', due_at = :wake_at, {release}
+WHERE id = (SELECT id FROM fence)
+  AND NOT EXISTS (SELECT 1 FROM steps
+                  WHERE run_id = runs.id AND phase = :phase AND position = :position
+                    AND status = 'succeeded');
+
 -- name: send_signal
 -- Delivers a signal to every run waiting on its name (only to target_run_id when given): the
 -- steps get its payload (which holds the signal's id, so the next statements find them), the
@@ -114,21 +159,6 @@ FROM (SELECT run_id FROM steps
 RETURNING delivered_to;
 UPDATE steps SET status = 'succeeded', finished_at = :now, updated_at = :now
 WHERE signal_name = :name AND status = 'waiting' AND result = :payload;
-
--- name: deliver_to_step
-UPDATE steps SET status = 'succeeded', result = :result, finished_at = :now, updated_at = :now
-WHERE run_id = :run_id AND phase = :phase AND position = :position AND status = 'waiting';
-
--- name: take_kept_signal
-SELECT * FROM signals
-WHERE name = :name AND status = 'kept' AND expires_at > :now
-  AND (target_run_id IS NULL OR target_run_id = :run_id)
-ORDER BY created_at, id
-LIMIT 1;
-
--- name: consume_signal
-UPDATE signals SET status = 'consumed', delivered_to = :delivered_to, delivered_at = :now
-WHERE id = :signal_id;
 
 -- name: runs_waiting_on_prefix
 SELECT s.run_id, s.position, s.signal_name, s.wake_at, r.workflow_name, r.detail
@@ -339,15 +369,6 @@ UPDATE runs SET status = :status, due_at = :now, {release}
 WHERE id = (SELECT id FROM fence)
 RETURNING id;
 
--- name: get_step
-SELECT * FROM steps WHERE run_id = :run_id AND phase = :phase AND position = :position;
-
--- name: insert_step
-INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_name, wake_at,
-                   created_at, updated_at, finished_at)
-VALUES (:run_id, :phase, :position, :name, :kind, :status, :result, :signal_name, :wake_at,
-        :now, :now, :finished_at);
-
 -- name: finish_attempt
 UPDATE attempts SET status = :status, finished_at = :now, error = :error
 WHERE id = :attempt_id AND status = 'running';
@@ -356,11 +377,6 @@ WHERE id = :attempt_id AND status = 'running';
 UPDATE attempts SET progress = :progress, progress_at = :now
 WHERE id = :attempt_id AND status = 'running'
   AND EXISTS ({fence});
-
--- name: release_run
-UPDATE runs SET status = :status, due_at = :due_at, {release}
-WHERE id = :run_id
-RETURNING workflow_key;
 
 -- name: complete_run
 -- The last step's result when it is given (completing), then the run's success.
