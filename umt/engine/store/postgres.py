@@ -52,7 +52,9 @@ class PostgresDatabase(Database):
     dialect = "postgresql"
     notifies = True
     multi_host = True
-    queries_without_twin = frozenset({"notify", "lock_migrations", "unlock_migrations"})
+    queries_without_twin = frozenset({
+        "notify", "notify_released", "lock_migrations", "unlock_migrations",
+    })
 
     def __init__(
         self,

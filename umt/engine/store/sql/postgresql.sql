@@ -156,9 +156,7 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), kept AS (
     WHERE id = (SELECT id FROM fence) AND NOT EXISTS (SELECT 1 FROM kept)
     RETURNING workflow_key, due_at
 )
-SELECT id, received,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, workflow_key) FROM released
-                              WHERE due_at IS NOT NULL) AS n) AS notified
+SELECT id, received, {notify_released} AS notified
 FROM taken;
 
 -- name: send_signal
@@ -322,6 +320,12 @@ SELECT status, lease_owner, lease_epoch FROM runs WHERE id = %(run_id)s::uuid;
 lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s,
 compensation = CASE WHEN compensation = 'running' THEN 'pending' ELSE compensation END;
 
+-- name: notify_released
+-- Not run alone (PostgreSQL only): the number of notifications sent for the runs of the CTE
+-- released that are due (a plain SELECT runs only when the final SELECT reads it).
+(SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, workflow_key) FROM released
+                       WHERE due_at IS NOT NULL) AS n);
+
 -- name: completing
 -- Not a statement: the CTEs with which begin_step, complete_step and complete_run commit an
 -- earlier step's result (completed_result of attempt completed_attempt_id at
@@ -379,11 +383,9 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), attempt AS (
 ), released AS (
     UPDATE runs SET status = %(status)s, due_at = %(due_at)s, {release}
     WHERE id = (SELECT id FROM fence) AND %(retry)s
-    RETURNING workflow_key
+    RETURNING workflow_key, due_at
 )
-SELECT failures,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, workflow_key) FROM released) AS n)
-           AS notified
+SELECT failures, {notify_released} AS notified
 FROM step;
 
 -- name: finish_parked_step
@@ -406,11 +408,9 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), step AS (
 ), released AS (
     UPDATE runs SET status = 'sleeping', due_at = %(wake_at)s, {release}
     WHERE id = (SELECT id FROM fence) AND %(park)s
-    RETURNING workflow_key
+    RETURNING workflow_key, due_at
 )
-SELECT id,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, workflow_key) FROM released) AS n)
-           AS notified
+SELECT id, {notify_released} AS notified
 FROM fence;
 
 -- name: park_again
@@ -420,9 +420,7 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), released AS (
     WHERE id = (SELECT id FROM fence)
     RETURNING id, workflow_key, due_at
 )
-SELECT id,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, released.workflow_key)
-                              WHERE released.due_at IS NOT NULL) AS n) AS notified
+SELECT id, {notify_released} AS notified
 FROM released;
 
 -- name: hand_back
@@ -437,11 +435,9 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), attempt AS (
 ), released AS (
     UPDATE runs SET status = %(status)s, due_at = %(now)s, {release}
     WHERE id = (SELECT id FROM fence)
-    RETURNING id, workflow_key
+    RETURNING id, workflow_key, due_at
 )
-SELECT id,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, released.workflow_key)) AS n)
-           AS notified
+SELECT id, {notify_released} AS notified
 FROM released;
 
 -- name: finish_attempt
@@ -465,7 +461,7 @@ RETURNING id;
 
 -- name: fail_run
 -- The run failed; with compensate its compensation is due now (other workers notified).
-WITH fence AS ({fence} FOR NO KEY UPDATE), failed AS (
+WITH fence AS ({fence} FOR NO KEY UPDATE), released AS (
     UPDATE runs SET status = 'failed', error = %(error)s::jsonb,
                     compensation = CASE WHEN %(compensate)s THEN 'pending' END,
                     key_active = key_active AND %(compensate)s,
@@ -473,12 +469,10 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), failed AS (
                     lease_owner = NULL, lease_expires_at = NULL,
                     finished_at = %(now)s, updated_at = %(now)s
     WHERE id = (SELECT id FROM fence)
-    RETURNING id, workflow_key
+    RETURNING id, workflow_key, due_at
 )
-SELECT id,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, failed.workflow_key)
-                              WHERE %(compensate)s) AS n) AS notified
-FROM failed;
+SELECT id, {notify_released} AS notified
+FROM released;
 
 -- name: finish_compensation
 WITH fence AS ({fence} FOR NO KEY UPDATE)
