@@ -58,11 +58,12 @@ def test_the_fence_is_written_once_per_dialect() -> None:
 def test_included_blocks_are_expanded_and_split_into_statements() -> None:
     queries = QuerySet.from_text(
         "-- name: cond\n-- a comment\nx = :x\n\n"
-        "-- name: two\nUPDATE t SET a = 1 WHERE {cond};\nSELECT * FROM t WHERE {cond};\n",
+        "-- name: two\nUPDATE t SET a = 1 WHERE {cond};\n-- a comment;\nSELECT * FROM t\n"
+        "WHERE {cond};\n",
         "test",
     )
     assert queries["two"].statements == (
-        "UPDATE t SET a = 1 WHERE x = :x", "SELECT * FROM t WHERE x = :x"
+        "UPDATE t SET a = 1 WHERE x = :x", "-- a comment;\nSELECT * FROM t\nWHERE x = :x"
     )
 
 

@@ -19,7 +19,6 @@ from importlib import resources
 
 _HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
-_STATEMENT_END = re.compile(r";[ \t]*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -87,18 +86,26 @@ def _expand(
 
     def include(match: re.Match[str]) -> str:
         text = _expand(match.group(1), blocks, expanded, (*including, name), origin)
-        return "\n".join(line for line in text.splitlines()
-                         if not line.lstrip().startswith("--"))
+        return "\n".join(line for line in text.splitlines() if not _is_comment(line))
 
     expanded[name] = _INCLUDE.sub(include, blocks[name])
     return expanded[name]
 
 
 def _split(sql: str) -> tuple[str, ...]:
-    statements = (part.strip() for part in _STATEMENT_END.split(sql))
-    return tuple(statement for statement in statements if _has_code(statement))
+    """The statements of a block: each ends with a code line (not a comment) ending in ``;``."""
+    statements: list[str] = []
+    lines: list[str] = []
+    for line in sql.splitlines():
+        lines.append(line)
+        if not _is_comment(line) and line.rstrip().endswith(";"):
+            statements.append("\n".join(lines).rstrip().removesuffix(";").strip())
+            lines = []
+    statements.append("\n".join(lines).strip())
+    return tuple(statement for statement in statements
+                 if any(line.strip() and not _is_comment(line)
+                        for line in statement.splitlines()))
 
 
-def _has_code(statement: str) -> bool:
-    return any(line.strip() and not line.lstrip().startswith("--")
-               for line in statement.splitlines())
+def _is_comment(line: str) -> bool:
+    return line.lstrip().startswith("--")
