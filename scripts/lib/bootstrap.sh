@@ -26,6 +26,9 @@ missing_system_packages() {
     local python
     if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then echo postgresql; fi
     if ! command -v qbittorrent-nox >/dev/null; then echo qbittorrent-nox; fi
+    # The browser tests of `umt web` drive Debian's chromium (Playwright's download is not used).
+    # Without root they are skipped instead (see tests/web/browser).
+    if [[ ! -x /usr/bin/chromium && $(id -u) -eq 0 ]]; then echo chromium; fi
     # Debian's python3 cannot create virtualenvs without python3-venv (ensurepip).
     if [[ ! -x $VENV/bin/python ]]; then
         if ! python=$(find_python); then

@@ -49,8 +49,10 @@ from umt.engine.models import (
     Attempt,
     AttemptStatus,
     CompensationStatus,
+    LiveWorker,
     ReceivedSignal,
     Run,
+    RunsPage,
     RunStatus,
     SignalResult,
     StartResult,
@@ -59,7 +61,7 @@ from umt.engine.models import (
     WaitingRun,
 )
 from umt.engine.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
-from umt.engine.store.database import Database, Row, Session
+from umt.engine.store.database import Database, Listener, Row, Session
 from umt.engine.store.migrations import MigrationSet
 from umt.engine.store.queries import Query, QuerySet
 from umt.engine.store.urls import (
@@ -68,7 +70,7 @@ from umt.engine.store.urls import (
     mask_database_url,
     parse_database_url,
 )
-from umt.engine.store.values import validate_signal_name
+from umt.engine.store.values import like_escaped, validate_signal_name
 from umt.engine.worker import DrainReport, Worker, WorkerOptions
 from umt.engine.workflow import Registry, Workflow, workflow
 
@@ -92,6 +94,8 @@ __all__ = [
     "InvalidDuration",
     "InvalidSignalName",
     "LeaseLost",
+    "Listener",
+    "LiveWorker",
     "MigrationSet",
     "PermanentError",
     "Query",
@@ -105,6 +109,7 @@ __all__ = [
     "RunCanceled",
     "RunFinished",
     "RunStatus",
+    "RunsPage",
     "SchemaNotReady",
     "SchemaTooNew",
     "Session",
@@ -135,6 +140,7 @@ __all__ = [
     "canonical_json",
     "format_duration",
     "host_key",
+    "like_escaped",
     "mask_database_url",
     "open_database",
     "parse_database_url",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from umt.engine import Database, StepContext, canonical_json
+from umt.engine import Database, StepContext, canonical_json, like_escaped
 from umt.records import PACKAGE
 
 
@@ -58,10 +58,26 @@ def item_of_run(database: Database, run_id: str) -> CatalogItem | None:
     return CatalogItem.from_row(rows[0]) if rows else None
 
 
+def item_of_this_run(step: StepContext) -> CatalogItem | None:
+    query = step.query_set(PACKAGE)["catalog_item_of_run"]
+    with step.reader() as session:
+        rows = session.execute(query, {"run_id": step.run_id})
+    return CatalogItem.from_row(rows[0]) if rows else None
+
+
 def items(database: Database, *, limit: int = 100) -> list[CatalogItem]:
     query = database.query_set(PACKAGE)["catalog_items"]
     with database.autocommit() as session:
         return [CatalogItem.from_row(row) for row in session.execute(query, {"limit": limit})]
+
+
+def search(database: Database, text: str, *, limit: int = 100) -> list[CatalogItem]:
+    """Items whose title or info-hash contains ``text`` (any case), newest first."""
+    query = database.query_set(PACKAGE)["search_catalog"]
+    pattern = f"%{like_escaped(text)}%"
+    with database.autocommit() as session:
+        rows = session.execute(query, {"pattern": pattern, "limit": limit})
+    return [CatalogItem.from_row(row) for row in rows]
 
 
 def items_of_info_hash(database: Database, info_hash: str) -> list[CatalogItem]:

@@ -128,6 +128,13 @@ class Database(ABC):
         one transaction: in-process, statements cost no round trips)."""
 
     @abstractmethod
+    def change_marker(self) -> tuple[str, bool]:
+        """For readers that show live state: a value that changes whenever a writing
+        transaction begins or ends (or, on SQLite, commits), and whether a step is executing
+        now (PostgreSQL only: LISTEN/NOTIFY misses what needs no worker woken, e.g. a finished
+        step or copy progress; on SQLite it is always False)."""
+
+    @abstractmethod
     def listener(self) -> Listener: ...
 
     @abstractmethod

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from umt.engine.hostinfo import process_alive
+from umt.engine.models import LiveWorker
 from umt.engine.store.base import StoreBase
 from umt.engine.store.database import WORK_CHANNEL
-from umt.engine.store.values import NO_WORKER
+from umt.engine.store.values import NO_WORKER, WORKER_PRESUMED_GONE
 
 
 class Maintenance(StoreBase):
@@ -35,6 +36,17 @@ class Maintenance(StoreBase):
             if rows:
                 self.database.notify(session, WORK_CHANNEL, "")
         return [row["id"] for row in rows]
+
+    def live_workers(self) -> list[LiveWorker]:
+        since = self.clock.now() - WORKER_PRESUMED_GONE
+        with self.database.autocommit() as session:
+            rows = session.rows("live_workers", since=since)
+        return [
+            LiveWorker(id=str(row["id"]), hostname=row["hostname"], pid=row["pid"],
+                       workflows=list(row["workflows"]), started_at=row["started_at"],
+                       heartbeat_at=row["heartbeat_at"])
+            for row in rows
+        ]
 
     def reap_dead_workers(self, host_key: str) -> list[str]:
         """Takes back the runs of workers on this host whose process is gone."""

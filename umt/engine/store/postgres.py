@@ -54,6 +54,8 @@ class PostgresDatabase(Database):
     multi_host = True
     queries_without_twin = frozenset({
         "notify", "notify_released", "lock_migrations", "unlock_migrations",
+        # Live readers (umt web); on SQLite they watch PRAGMA data_version instead.
+        "change_marker",
     })
 
     def __init__(
@@ -169,6 +171,12 @@ class PostgresDatabase(Database):
         # an operation's latency: one statement in autocommit instead of BEGIN, 3-6 statements
         # and COMMIT is what lets the engine keep up with two busy cores (bench/README.md).
         return self.autocommit()
+
+    def change_marker(self) -> tuple[str, bool]:
+        with self.autocommit() as session:
+            row = session.row("change_marker")
+        assert row is not None
+        return str(row["marker"]), bool(row["busy"])
 
     def listener(self) -> Listener:
         return PostgresListener(self, [WORK_CHANNEL, CANCEL_CHANNEL, WORKERS_CHANNEL])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,12 +15,13 @@ from umt.engine.models import (
     Attempt,
     CompensationStatus,
     Run,
+    RunsPage,
     StartResult,
     Step,
 )
 from umt.engine.store.base import StoreBase
 from umt.engine.store.database import CANCEL_CHANNEL, WORK_CHANNEL, Session
-from umt.engine.store.values import error_json, valid_run_id
+from umt.engine.store.values import error_json, like_escaped, valid_run_id
 
 
 class Runs(StoreBase):
@@ -82,6 +84,27 @@ class Runs(StoreBase):
             rows = session.rows("list_runs", status=status, workflow=workflow, limit=limit)
         return [Run.from_row(row) for row in rows]
 
+    def runs_page(
+        self, *, status: str | None = None, search: str | None = None,
+        before: tuple[datetime, str] | None = None, limit: int = 50,
+    ) -> RunsPage:
+        """Runs newest first, ``limit`` at a time: pass the page's ``next_key`` as ``before`` to
+        get the next one. ``search`` matches the title or the info-hash (any part, any case)."""
+        pattern = f"%{like_escaped(search)}%" if search else None
+        before_created_at, before_id = before if before is not None else (None, None)
+        if before_id is not None and not valid_run_id(before_id):
+            raise UnknownRun(before_id)
+        with self.database.autocommit() as session:
+            keyset = {"pattern": pattern, "limit": limit + 1,
+                      "before_created_at": before_created_at, "before_id": before_id}
+            if status is None:
+                rows = session.rows("runs_page", **keyset)
+            else:
+                rows = session.rows("runs_page_of_status", status=status, **keyset)
+        runs = [Run.from_row(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return RunsPage(runs, (runs[-1].created_at, runs[-1].id) if more else None)
+
     def count_runs_by_status(self) -> dict[str, int]:
         with self.database.autocommit() as session:
             return {row["status"]: int(row["runs"]) for row in session.rows("count_runs_by_status")}
@@ -96,6 +119,19 @@ class Runs(StoreBase):
         with self.database.autocommit() as session:
             rows = session.rows("attempts_of_run", run_id=run_id)
         return [Attempt.from_row(row) for row in rows]
+
+    def running_attempts(self, run_ids: Sequence[str]) -> list[Attempt]:
+        """The attempts being executed now in these runs (with their progress)."""
+        ids = [run_id for run_id in run_ids if valid_run_id(run_id)]
+        if not ids:
+            return []
+        with self.database.autocommit() as session:
+            rows = session.rows("running_attempts_of_runs", run_ids=ids)
+        return [Attempt.from_row(row) for row in rows]
+
+    def change_marker(self) -> tuple[str, bool]:
+        """What a live reader watches besides notifications (see ``Database.change_marker``)."""
+        return self.database.change_marker()
 
     def cancel(self, run_id: str) -> Run:
         if not valid_run_id(run_id):

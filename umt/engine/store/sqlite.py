@@ -178,6 +178,9 @@ class SqliteDatabase(Database):
             row = self._connection().execute("PRAGMA data_version").fetchone()
         return int(row["data_version"])
 
+    def change_marker(self) -> tuple[str, bool]:
+        return str(self.data_version()), False
+
     def listener(self) -> Listener:
         return DataVersionListener(self)
 

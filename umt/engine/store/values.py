@@ -91,5 +91,10 @@ def validate_signal_name(name: str) -> None:
         )
 
 
+def like_escaped(text: str) -> str:
+    """``text`` matched literally inside a LIKE pattern (escape character: backslash)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def error_json(error: BaseException) -> dict[str, Any]:
     return {"type": type(error).__name__, "message": str(error) or type(error).__name__}
