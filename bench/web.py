@@ -42,8 +42,7 @@ from statistics import median
 from typing import Any
 
 from bench import runner
-from umt.engine import Engine, Registry, WorkerOptions, Workflow
-from umt.engine.store.queries import QuerySet
+from umt.engine import Engine, QuerySet, Registry, WorkerOptions, Workflow
 from umt.web.feed import HOT_AFTER_CHANGE
 
 BENCH_WORKFLOW = Workflow("bench-web", "1", lambda ctx, _: [

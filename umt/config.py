@@ -33,9 +33,15 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from umt.engine.durations import InvalidDuration, format_duration, parse_duration
-from umt.engine.store.urls import DatabaseTarget, InvalidDatabaseUrl, mask_database_url
-from umt.engine.store.urls import parse_database_url as _parse_database_url
+from umt.engine import (
+    DatabaseTarget,
+    InvalidDatabaseUrl,
+    InvalidDuration,
+    format_duration,
+    mask_database_url,
+    parse_duration,
+)
+from umt.engine import parse_database_url as _parse_database_url
 from umt.media.importing import ImportMode, VerifyMode
 from umt.media.naming import DEFAULT_TEMPLATE, TemplateError, validate_template
 from umt.textsafe import redact_url
@@ -113,7 +119,7 @@ class ConfigError(Exception):
 
 
 def parse_database_url(url: str, *, cwd: Path | None = None) -> DatabaseTarget:
-    """See ``umt.engine.store.urls.parse_database_url``; bad URLs become ``ConfigError``."""
+    """See ``umt.engine.parse_database_url``; bad URLs become ``ConfigError``."""
     try:
         return _parse_database_url(url, cwd=cwd)
     except InvalidDatabaseUrl as exc:

@@ -1,12 +1,13 @@
-"""PostgreSQL's one-statement forms of the hot operations (``Database.fast_path``): they write
-what the transactional path writes, and they notify like it. The transactional path itself is
-what SQLite runs, and what PostgreSQL falls back to when a fence fails (test_fencing)."""
+"""The hot operations are one named query per dialect (``Database.operation``): PostgreSQL's
+one-statement forms write what SQLite's blocks of statements write, and they notify. What they
+do when a fence fails is in test_fencing."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -14,22 +15,10 @@ import pytest
 from psycopg import sql
 
 from tests.engine.conftest import Effects, drain
-from umt.engine import Engine, FakeClock, RunStatus, Workflow
-from umt.engine.store.database import WORK_CHANNEL, WORKERS_CHANNEL, Database, Row, Session
+from umt.engine import Engine, FakeClock, RunStatus, Workflow, open_database
+from umt.engine.store.database import WORK_CHANNEL, WORKERS_CHANNEL
 from umt.engine.store.postgres import PostgresDatabase
 from umt.engine.store.store import Store
-
-pytestmark = pytest.mark.postgres_only
-
-
-class TransactionalPostgres(PostgresDatabase):
-    """PostgreSQL without its one-statement forms: every operation takes the transactional
-    path, as on SQLite."""
-
-    def fast_path(
-        self, query_name: str, params: Mapping[str, object], session: Session | None = None
-    ) -> list[Row] | None:
-        return None
 
 
 def _workflow(effects: Effects) -> Workflow:
@@ -73,18 +62,19 @@ def _play(engine: Engine, clock: FakeClock, workflow: Workflow, key: str) -> str
     return run.id
 
 
-def test_the_fast_paths_write_what_the_transactional_path_writes(
-    engine: Engine, db_url: str, clock: FakeClock
-) -> None:
-    effects = Effects(engine)
-    workflow = _workflow(effects)
-    fast = Engine(engine.database, clock=clock)
-    slow = Engine(TransactionalPostgres(db_url), clock=clock)
+@pytest.mark.postgres_only
+def test_both_dialects_write_the_same(engine: Engine, tmp_path: Path, clock: FakeClock) -> None:
+    postgres = Engine(engine.database, clock=clock)
+    sqlite = Engine(open_database(f"sqlite:///{tmp_path / 'other.db'}"), clock=clock)
     try:
-        histories = [_history(e, _play(e, clock, workflow, key))
-                     for e, key in [(fast, "a"), (slow, "b")]]
+        sqlite.migrate()
+        counted = [Effects(postgres), Effects(sqlite)]
+        histories = [_history(e, _play(e, clock, _workflow(effects), key))
+                     for e, effects, key in [(postgres, counted[0], "a"),
+                                             (sqlite, counted[1], "b")]]
+        assert [effects.count() for effects in counted] == [1, 1]
     finally:
-        slow.close()
+        sqlite.close()
     assert histories[0]["status"] == RunStatus.SUCCEEDED
     assert histories[0]["output"] == {"second": ["v", {"n": 1}]}
     assert histories[0] == histories[1]
@@ -93,32 +83,24 @@ def test_the_fast_paths_write_what_the_transactional_path_writes(
         ("nap", "sleep", "succeeded", 0),
         ("go", "signal", "succeeded", 0), ("second", "step", "succeeded", 1),
     ]
-    assert effects.count() == 2  # one per run, committed with the step's result
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["fast", "transactional"])
-def test_a_run_claimed_before_its_timer_is_parked_again(
-    engine: Engine, db_url: str, fast: bool
-) -> None:
+def test_a_run_claimed_before_its_timer_is_parked_again(engine: Engine) -> None:
     """Only a worker whose clock is ahead claims a run before its timer (park_again)."""
-    database: Database = engine.database if fast else TransactionalPostgres(db_url)
+    database = engine.database
     nap = Workflow("nap", "1", lambda ctx, _: ctx.sleep("nap", timedelta(hours=1)))
-    try:
-        run = Engine(database).start(nap).run
-        drain(Engine(database), [nap])
-        parked = engine.get(run.id)
-        assert parked.status == RunStatus.SLEEPING and parked.due_at is not None
-        ahead = Store(database, FakeClock(datetime.now(UTC) + timedelta(hours=2)))
-        [claim] = ahead.claim(str(uuid.uuid4()), [nap.key], limit=1, lease=timedelta(minutes=1))
-        assert claim.steps[0]["status"] == "sleeping"
-        Store(database).park_again(claim.fence, RunStatus.SLEEPING, parked.due_at)
-        again = engine.get(run.id)
-        assert (again.status, again.due_at, again.lease_owner) == (
-            RunStatus.SLEEPING, parked.due_at, None)
-        assert again.lease_epoch == parked.lease_epoch + 1
-    finally:
-        if not fast:
-            database.close()
+    run = engine.start(nap).run
+    drain(engine, [nap])
+    parked = engine.get(run.id)
+    assert parked.status == RunStatus.SLEEPING and parked.due_at is not None
+    ahead = Store(database, FakeClock(datetime.now(UTC) + timedelta(hours=2)))
+    [claim] = ahead.claim(str(uuid.uuid4()), [nap.key], limit=1, lease=timedelta(minutes=1))
+    assert claim.steps[0]["status"] == "sleeping"
+    Store(database).park_again(claim.fence, RunStatus.SLEEPING, parked.due_at)
+    again = engine.get(run.id)
+    assert (again.status, again.due_at, again.lease_owner) == (
+        RunStatus.SLEEPING, parked.due_at, None)
+    assert again.lease_epoch == parked.lease_epoch + 1
 
 
 def _listening(db_url: str, database: PostgresDatabase) -> Iterator[psycopg.Connection[Any]]:
@@ -134,7 +116,8 @@ def _received(connection: psycopg.Connection[Any]) -> list[tuple[str, str]]:
             for n in connection.notifies(timeout=0.5)]
 
 
-def test_the_fast_paths_notify(engine: Engine, db_url: str, clock: FakeClock) -> None:
+@pytest.mark.postgres_only
+def test_the_hot_operations_notify(engine: Engine, db_url: str, clock: FakeClock) -> None:
     database = engine.database
     assert isinstance(database, PostgresDatabase)
     workflow = _workflow(Effects(engine))

@@ -24,7 +24,7 @@ from umt.engine import (
     WorkflowContext,
     open_database,
 )
-from umt.engine.store.store import BufferedStatement, LeaseState
+from umt.engine.store.values import BufferedStatement, LeaseState
 
 
 def test_a_stale_fence_can_write_nothing(engine: Engine, effects: Effects) -> None:

@@ -27,7 +27,7 @@ from tests.engine.procs.workflows import STEPS, definition
 from tests.support.postgres import PostgresCluster
 from umt.engine import Engine, Run, RunStatus, StoreUnavailable, open_database
 from umt.engine.hostinfo import host_key
-from umt.engine.store.store import NO_WORKER
+from umt.engine.store.values import NO_WORKER
 
 pytestmark = pytest.mark.slow
 

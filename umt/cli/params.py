@@ -17,6 +17,8 @@ JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON on stdout (for scripts).")
 ]
 
+#: The values of umt.engine.RunStatus, spelled out: help must not load the engine
+#: (tests/cli/test_statuses.py checks that they are the same).
 RUN_STATUSES = ("pending", "running", "waiting", "sleeping", "succeeded", "failed", "canceled")
 
 #: The documented bounds of what users type (README, "Limits").
@@ -31,7 +33,7 @@ _MAX_FRACTION = 1e15
 
 
 def parse_duration_option(text: str, option: str) -> timedelta:
-    from umt.engine.durations import InvalidDuration, parse_duration
+    from umt.engine import InvalidDuration, parse_duration
 
     try:
         return parse_duration(text)

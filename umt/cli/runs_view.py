@@ -15,7 +15,7 @@ def inspecting_engine(app: Application) -> Engine | None:
     runs of workers on this host whose process is gone, so that "running" is only what runs."""
     engine = app.existing_engine()
     if engine is not None:
-        from umt.engine.hostinfo import host_key
+        from umt.engine import host_key
 
         engine.reap_dead_workers(host_key())
     return engine

@@ -42,9 +42,13 @@ from umt.engine.errors import (
     WorkerStopping,
     WorkflowDefinitionError,
 )
+from umt.engine.hostinfo import host_key
+from umt.engine.jsonvalues import canonical_json
 from umt.engine.models import (
     FINAL_STATUSES,
     Attempt,
+    AttemptStatus,
+    CompensationStatus,
     LiveWorker,
     ReceivedSignal,
     Run,
@@ -53,10 +57,20 @@ from umt.engine.models import (
     SignalResult,
     StartResult,
     Step,
+    StepStatus,
     WaitingRun,
 )
 from umt.engine.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
+from umt.engine.store.database import Database, Listener, Row, Session
 from umt.engine.store.migrations import MigrationSet
+from umt.engine.store.queries import Query, QuerySet
+from umt.engine.store.urls import (
+    DatabaseTarget,
+    InvalidDatabaseUrl,
+    mask_database_url,
+    parse_database_url,
+)
+from umt.engine.store.values import like_escaped, validate_signal_name
 from umt.engine.worker import DrainReport, Worker, WorkerOptions
 from umt.engine.workflow import Registry, Workflow, workflow
 
@@ -66,22 +80,31 @@ __all__ = [
     "NO_RETRY",
     "SYSTEM_CLOCK",
     "Attempt",
+    "AttemptStatus",
     "Clock",
+    "CompensationStatus",
+    "Database",
+    "DatabaseTarget",
     "DrainReport",
     "Engine",
     "EngineError",
     "FakeClock",
     "IdempotencyConflict",
+    "InvalidDatabaseUrl",
     "InvalidDuration",
     "InvalidSignalName",
     "LeaseLost",
+    "Listener",
     "LiveWorker",
     "MigrationSet",
     "PermanentError",
+    "Query",
+    "QuerySet",
     "ReceivedSignal",
     "Registry",
     "ReplayDrift",
     "RetryPolicy",
+    "Row",
     "Run",
     "RunCanceled",
     "RunFinished",
@@ -89,6 +112,7 @@ __all__ = [
     "RunsPage",
     "SchemaNotReady",
     "SchemaTooNew",
+    "Session",
     "SignalKeyConflict",
     "SignalResult",
     "SingleHostDatabase",
@@ -97,6 +121,7 @@ __all__ = [
     "StepContext",
     "StepFailed",
     "StepInterrupted",
+    "StepStatus",
     "StepTransaction",
     "StoreCorrupt",
     "StoreError",
@@ -112,8 +137,14 @@ __all__ = [
     "Workflow",
     "WorkflowContext",
     "WorkflowDefinitionError",
+    "canonical_json",
     "format_duration",
+    "host_key",
+    "like_escaped",
+    "mask_database_url",
     "open_database",
+    "parse_database_url",
     "parse_duration",
+    "validate_signal_name",
     "workflow",
 ]

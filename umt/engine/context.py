@@ -14,7 +14,7 @@ from umt.engine.models import ReceivedSignal
 from umt.engine.retry import RetryPolicy
 from umt.engine.store.database import Session
 from umt.engine.store.queries import Query, QuerySet
-from umt.engine.store.store import BufferedStatement, Fence
+from umt.engine.store.values import BufferedStatement, Fence
 
 if TYPE_CHECKING:
     from umt.engine.execution import RunExecution

@@ -28,10 +28,18 @@ from umt.engine.errors import (
     WorkflowDefinitionError,
 )
 from umt.engine.jsonvalues import to_json_value
-from umt.engine.models import COMPENSATION, MAIN, ReceivedSignal, RunStatus
+from umt.engine.models import (
+    COMPENSATION,
+    MAIN,
+    AttemptStatus,
+    ReceivedSignal,
+    RunStatus,
+    StepStatus,
+)
 from umt.engine.retry import DEFAULT_RETRY, RetryPolicy
 from umt.engine.store.database import Row, Session
-from umt.engine.store.store import Claim, Fence, StepResult, Store, error_json
+from umt.engine.store.store import Store
+from umt.engine.store.values import Claim, Fence, StepResult, error_json
 from umt.engine.workflow import Workflow
 
 log = logging.getLogger(__name__)
@@ -192,7 +200,7 @@ class RunExecution:
         result_type: type[Any] | None,
     ) -> Any:
         position, unique, recorded = self._next(name, "step")
-        if recorded is not None and recorded["status"] == "succeeded":
+        if recorded is not None and recorded["status"] == StepStatus.SUCCEEDED:
             return _typed(recorded["result"], result_type)
         self.interrupts.raise_if_set()
         previous = self._unsaved
@@ -265,7 +273,8 @@ class RunExecution:
                 lambda: self.store.hand_back(self.fence, attempt_id, self._parked_status())
             )
             raise _Parked() from interruption
-        status = "canceled" if isinstance(interruption, RunCanceled) else "lease_lost"
+        status = (AttemptStatus.CANCELED if isinstance(interruption, RunCanceled)
+                  else AttemptStatus.LEASE_LOST)
         try:
             self.store.close_attempt(attempt_id, status, error_json(interruption))
         except StoreUnavailable:
@@ -278,13 +287,12 @@ class RunExecution:
         requested_at = self.clock.now()
         self._save_unsaved()
         if recorded is not None:
-            if recorded["status"] == "succeeded":
+            if recorded["status"] == StepStatus.SUCCEEDED:
                 return
             wake_at = recorded["wake_at"]
             if self.clock.now() >= wake_at:
-                self._persist(
-                    lambda: self.store.finish_parked_step(self.fence, position, "succeeded")
-                )
+                self._persist(lambda: self.store.finish_parked_step(
+                    self.fence, position, StepStatus.SUCCEEDED))
                 return
             self._persist(lambda: self.store.park_again(self.fence, RunStatus.SLEEPING, wake_at))
             raise _Parked()
@@ -307,15 +315,14 @@ class RunExecution:
             if recorded["signal_name"] != signal:
                 raise self._drifted(position, f"{recorded['name']} ({recorded['signal_name']})",
                                     f"{unique} ({signal})")
-            if recorded["status"] == "succeeded":
+            if recorded["status"] == StepStatus.SUCCEEDED:
                 return _received(recorded["result"])
-            if recorded["status"] == "timed_out":
+            if recorded["status"] == StepStatus.TIMED_OUT:
                 return None
             deadline = recorded["wake_at"]
             if deadline is not None and self.clock.now() >= deadline:
-                self._persist(
-                    lambda: self.store.finish_parked_step(self.fence, position, "timed_out")
-                )
+                self._persist(lambda: self.store.finish_parked_step(
+                    self.fence, position, StepStatus.TIMED_OUT))
                 return None
         else:
             self.interrupts.raise_if_set()

@@ -4,7 +4,7 @@ The spikes (``python -m spikes``) use them to show that each scenario really fai
 property it checks is gone. ``UMT_ENGINE_BREAK=fencing,mailbox,determinism`` (any subset) is
 read once, here, when the engine is imported; unset or empty it changes nothing.
 
-- ``fencing``: ``Store._check_fence`` accepts the writes of a worker that lost the run.
+- ``fencing``: ``Fencing._refused`` lets a worker that lost the run write as if it held it.
 - ``mailbox``: a kept signal is never consumed by a run that starts waiting for it.
 - ``determinism``: ``RunExecution._next`` does not compare the code's steps with the recorded
   ones (no replay drift is detected there).

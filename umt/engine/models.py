@@ -29,6 +29,46 @@ class RunStatus(StrEnum):
 
 FINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
 
+
+class CompensationStatus(StrEnum):
+    """Where a canceled or failed run's compensation is (None: it has none to do)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class StepStatus(StrEnum):
+    """pending    recorded, to be executed again (its attempt was interrupted or handed back)
+    running    an attempt is executing it
+    retrying   an attempt failed; the next one waits out the backoff
+    sleeping / waiting   a timer / a signal wait, parked
+    succeeded / failed / timed_out (a signal wait) / canceled   final
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SLEEPING = "sleeping"
+    WAITING = "waiting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELED = "canceled"
+
+
+class AttemptStatus(StrEnum):
+    """How one execution of a step ended (``running``: it has not)."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    CANCELED = "canceled"
+    LEASE_LOST = "lease_lost"
+    HANDED_BACK = "handed_back"
+
 MAIN = "main"
 COMPENSATION = "compensation"
 
@@ -38,12 +78,12 @@ class Run:
     id: str
     workflow: str
     version: str
-    status: str
+    status: RunStatus
     input: Any
     output: Any
     error: dict[str, Any] | None
     idempotency_key: str | None
-    compensation: str | None
+    compensation: CompensationStatus | None
     detail: str | None
     due_at: datetime | None
     lease_owner: str | None
@@ -66,8 +106,10 @@ class Run:
     def from_row(cls, row: dict[str, Any]) -> Run:
         return cls(
             id=row["id"], workflow=row["workflow_name"], version=row["workflow_version"],
-            status=row["status"], input=row["input"], output=row["output"], error=row["error"],
-            idempotency_key=row["idempotency_key"], compensation=row["compensation"],
+            status=RunStatus(row["status"]), input=row["input"], output=row["output"],
+            error=row["error"], idempotency_key=row["idempotency_key"],
+            compensation=None if row["compensation"] is None
+            else CompensationStatus(row["compensation"]),
             detail=row["detail"], due_at=row["due_at"], lease_owner=row["lease_owner"],
             lease_epoch=row["lease_epoch"], lease_expires_at=row["lease_expires_at"],
             created_at=row["created_at"], updated_at=row["updated_at"],
@@ -82,7 +124,7 @@ class Step:
     position: int
     name: str
     kind: str
-    status: str
+    status: StepStatus
     result: Any
     error: dict[str, Any] | None
     failures: int
@@ -96,7 +138,8 @@ class Step:
     def from_row(cls, row: dict[str, Any]) -> Step:
         return cls(
             run_id=row["run_id"], phase=row["phase"], position=row["position"],
-            name=row["name"], kind=row["kind"], status=row["status"], result=row["result"],
+            name=row["name"], kind=row["kind"], status=StepStatus(row["status"]),
+            result=row["result"],
             error=row["error"], failures=row["failures"], attempts=int(row.get("attempts", 0)),
             signal_name=row["signal_name"], wake_at=row["wake_at"],
             created_at=row["created_at"], finished_at=row["finished_at"],
@@ -111,7 +154,7 @@ class Attempt:
     position: int
     step_name: str
     attempt: int
-    status: str
+    status: AttemptStatus
     worker_id: str
     lease_epoch: int
     started_at: datetime
@@ -124,7 +167,8 @@ class Attempt:
     def from_row(cls, row: dict[str, Any]) -> Attempt:
         return cls(
             id=row["id"], run_id=row["run_id"], phase=row["phase"], position=row["position"],
-            step_name=row["step_name"], attempt=row["attempt"], status=row["status"],
+            step_name=row["step_name"], attempt=row["attempt"],
+            status=AttemptStatus(row["status"]),
             worker_id=row["worker_id"], lease_epoch=row["lease_epoch"],
             started_at=row["started_at"], finished_at=row["finished_at"], error=row["error"],
             progress=row["progress"], progress_at=row["progress_at"],

@@ -23,7 +23,8 @@ from umt.engine.execution import ExecutionSettings, Outcome, RunExecution
 from umt.engine.hostinfo import ProcessIdentity, current_process, process_alive
 from umt.engine.models import MAIN, RunStatus
 from umt.engine.store.database import CANCEL_CHANNEL, WORKERS_CHANNEL
-from umt.engine.store.store import WORKER_TOUCH_INTERVAL, Claim, Store, WorkerRecord
+from umt.engine.store.store import Store
+from umt.engine.store.values import WORKER_TOUCH_INTERVAL, Claim, WorkerRecord
 from umt.engine.workflow import Registry
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ They live in their own schema (PostgreSQL: the engine's schema + ``_media``; SQL
 file) and are written only through fenced transactions of the step that acts.
 """
 
-from umt.engine.store.migrations import MigrationSet
+from umt.engine import MigrationSet
 
 PACKAGE = "umt.records"
 RECORDS_MIGRATIONS = MigrationSet("records", PACKAGE, schema_index=1)

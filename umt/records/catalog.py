@@ -7,10 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from umt.engine import StepContext
-from umt.engine.jsonvalues import canonical_json
-from umt.engine.store.database import Database
-from umt.engine.store.store import like_escaped
+from umt.engine import Database, StepContext, canonical_json, like_escaped
 from umt.records import PACKAGE
 
 

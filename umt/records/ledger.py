@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from umt.engine import StepContext
-from umt.engine.jsonvalues import canonical_json
-from umt.engine.store.database import Database
+from umt.engine import Database, StepContext, canonical_json
 from umt.records import PACKAGE
 
 INTENT = "intent"

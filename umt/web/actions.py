@@ -83,7 +83,7 @@ async def signal(request: Request) -> Response:
 
 
 def _signal(request: Request, form: FormData) -> Response:
-    from umt.engine.store.store import validate_signal_name
+    from umt.engine import validate_signal_name
 
     name, data, run_id = _text(form, "name"), _text(form, "data"), _text(form, "run") or None
     try:

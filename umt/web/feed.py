@@ -17,8 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from umt.engine import Engine, EngineError
-from umt.engine.store.database import Listener
+from umt.engine import Engine, EngineError, Listener
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +105,6 @@ class ChangeFeed:
 
     def _marker_reader(self) -> Callable[[], tuple[str | None, bool, float | None]]:
         """(marker, a step runs now, seconds until the next run is due)."""
-        database = self._engine.database
-        if not database.notifies:
-            from umt.engine.store.sqlite import SqliteDatabase
-
-            assert isinstance(database, SqliteDatabase)
-            return lambda: (str(database.data_version()), False, None)
 
         def read() -> tuple[str | None, bool, float | None]:
             marker = self._engine.change_marker(self._workflow_keys)

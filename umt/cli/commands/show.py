@@ -241,7 +241,7 @@ def _follow_lines(app: Application, engine: Engine, snapshot: Snapshot) -> None:
 def _summary_line(snapshot: Snapshot) -> str:
     run = snapshot.run
     current = next((s for s in reversed(snapshot.steps) if s.phase == "main"), None)
-    parts = [run.status]
+    parts: list[str] = [run.status]
     if run.compensation:
         parts.append(f"compensation {run.compensation}")
     if current is not None:

@@ -38,7 +38,7 @@ def signal(
     Example: umt signal download-done:0123456789abcdef0123456789abcdef01234567
     """
     app = get_app(ctx, json_output=json_output)
-    from umt.engine.store.store import validate_signal_name
+    from umt.engine import validate_signal_name
 
     validate_signal_name(name)
     value = parse_json_option(data, "--data") if data is not None else None

@@ -49,7 +49,7 @@ def optional_wait_value(args: list[str]) -> list[str]:
 
 
 def _is_duration(text: str) -> bool:
-    from umt.engine.durations import InvalidDuration, parse_duration
+    from umt.engine import InvalidDuration, parse_duration
 
     try:
         parse_duration(text)

@@ -1,15 +1,17 @@
 """What the engine needs from a database, and the session that runs named queries.
 
 ``Database`` is implemented once per backend (``postgres.py``, ``sqlite.py``); the engine's
-logic (``store.py``) is written once against it.
+operations (``runs.py``, ``steps.py``, …) are written once against it.
 """
 
 from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
 from umt.engine.store.queries import Query, QuerySet
@@ -22,6 +24,15 @@ WORK_CHANNEL = "work"
 CANCEL_CHANNEL = "cancel"
 WORKERS_CHANNEL = "workers"
 NotificationHandler = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class ChangeMarker:
+    """What a live reader watches besides notifications (see ``Database.change_marker``)."""
+
+    marker: str
+    busy: bool
+    next_due: datetime | None
 
 
 class Codec(Protocol):
@@ -50,10 +61,22 @@ class Session:
         self.rowcount = 0
 
     def execute(self, query: Query, params: Mapping[str, object] | None = None) -> list[Row]:
-        """Run a named query (from any query set) and return its rows, decoded."""
-        cursor = self._connection.execute(query.sql, self._codec.encode(params or {}))
-        self.rowcount = cursor.rowcount
-        return self._codec.rows(cursor)
+        """Run a named query (from any query set) and return its rows, decoded. A query of
+        several statements runs them in order and returns the rows of the last one that has
+        result columns."""
+        encoded = self._codec.encode(params or {})
+        if len(query.statements) == 1:
+            cursor = self._connection.execute(query.sql, encoded)
+            self.rowcount = cursor.rowcount
+            return self._codec.rows(cursor)
+        result: list[Row] = []
+        for statement in query.statements:
+            cursor = self._connection.execute(statement, encoded)
+            self.rowcount = cursor.rowcount
+            rows = self._codec.rows(cursor)  # read to the end: a RETURNING statement's last row
+            if cursor.description is not None:
+                result = rows
+        return result
 
     def execute_text(self, statement: str) -> None:
         """Run one statement of a trusted migration file (no parameters)."""
@@ -110,16 +133,18 @@ class Database(ABC):
         """A session on a caller's connection, inside the caller's open transaction."""
 
     @abstractmethod
-    def fast_path(
-        self, query_name: str, params: Mapping[str, object], session: Session | None = None
-    ) -> list[Row] | None:
-        """Runs the one-statement form of a hot store operation (a query ``<name>_fast``) and
-        returns its rows, or returns ``None`` when this backend has no such form.
+    def operation(self) -> AbstractContextManager[Session]:
+        """A session for one store operation, which is one named query: one statement on
+        PostgreSQL (run in autocommit: one round trip, one commit), a few on SQLite (run in
+        one transaction: in-process, statements cost no round trips)."""
 
-        In autocommit, or in ``session`` when the caller needs a transaction around it. An
-        empty result means the statement's condition did not hold and nothing was written;
-        ``Store`` then takes its transactional path either way, which decides precisely.
-        """
+    @abstractmethod
+    def change_marker(self, workflow_keys: Sequence[str]) -> ChangeMarker:
+        """For readers that show live state: a value that changes whenever a writing
+        transaction begins or ends (or, on SQLite, commits), whether a step is executing now,
+        and when the next run of ``workflow_keys`` falls due (PostgreSQL only: LISTEN/NOTIFY
+        misses what needs no worker woken, e.g. a finished step, copy progress or a claim; on
+        SQLite every commit changes the marker, and the other two are False and None)."""
 
     @abstractmethod
     def listener(self) -> Listener: ...
@@ -138,6 +163,10 @@ class Database(ABC):
                 self._query_sets[package] = QuerySet.load(package, f"sql/{self.dialect}.sql")
             return self._query_sets[package]
 
+    def channel(self, name: str) -> str:
+        """The backend's name of a notification channel (a parameter of queries that notify)."""
+        return name
+
     def notify(self, session: Session, channel: str, payload: str = "") -> None:
         if self.notifies:
-            session.rows("notify", channel=channel, payload=payload)
+            session.rows("notify", channel=self.channel(channel), payload=payload)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -18,6 +18,7 @@ from umt.engine.store.database import (
     CANCEL_CHANNEL,
     WORK_CHANNEL,
     WORKERS_CHANNEL,
+    ChangeMarker,
     Database,
     Listener,
     NotificationHandler,
@@ -53,11 +54,7 @@ class PostgresDatabase(Database):
     notifies = True
     multi_host = True
     queries_without_twin = frozenset({
-        "notify", "lock_migrations", "unlock_migrations",
-        # Database.fast_path: SQLite has no one-statement forms (see SqliteDatabase.fast_path).
-        "insert_run_fast", "claim_runs_fast", "begin_step_fast", "complete_step_fast",
-        "set_step_status_fast", "start_sleep_fast", "release_run_fast", "complete_run_fast",
-        "send_signal_fast",
+        "notify", "notify_released", "lock_migrations", "unlock_migrations",
         # Live readers (umt web); on SQLite they watch PRAGMA data_version instead.
         "change_marker",
     })
@@ -170,20 +167,17 @@ class PostgresDatabase(Database):
         finally:
             connection.close()
 
-    def notify(self, session: Session, channel: str, payload: str = "") -> None:
-        session.rows("notify", channel=self.channel(channel), payload=payload)
-
-    def fast_path(
-        self, query_name: str, params: Mapping[str, object], session: Session | None = None
-    ) -> list[Row] | None:
+    def operation(self) -> AbstractContextManager[Session]:
         # Each round trip costs a worker and a backend CPU time and, after an idle gap, most of
         # an operation's latency: one statement in autocommit instead of BEGIN, 3-6 statements
         # and COMMIT is what lets the engine keep up with two busy cores (bench/README.md).
-        params = {**params, "work_channel": self.channel(WORK_CHANNEL)}
-        if session is not None:
-            return session.rows(query_name, **params)
-        with self.autocommit() as own_session:
-            return own_session.rows(query_name, **params)
+        return self.autocommit()
+
+    def change_marker(self, workflow_keys: Sequence[str]) -> ChangeMarker:
+        with self.autocommit() as session:
+            row = session.row("change_marker", workflow_keys=list(workflow_keys))
+        assert row is not None
+        return ChangeMarker(str(row["marker"]), bool(row["busy"]), row["next_due"])
 
     def listener(self) -> Listener:
         return PostgresListener(self, [WORK_CHANNEL, CANCEL_CHANNEL, WORKERS_CHANNEL])

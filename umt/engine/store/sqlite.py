@@ -12,14 +12,21 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from umt.engine.errors import StoreCorrupt, StoreReadOnly, StoreUnavailable
-from umt.engine.store.database import Database, Listener, NotificationHandler, Row, Session
+from umt.engine.store.database import (
+    ChangeMarker,
+    Database,
+    Listener,
+    NotificationHandler,
+    Row,
+    Session,
+)
 from umt.engine.store.driver_errors import sqlite_errors
 from umt.engine.store.queries import QuerySet
 
@@ -169,19 +176,17 @@ class SqliteDatabase(Database):
             "the engine's own transaction"
         )
 
-    def fast_path(
-        self, query_name: str, params: Mapping[str, object], session: Session | None = None
-    ) -> list[Row] | None:
-        # None: the store takes its transactional path. SQLite runs in this process, so the
-        # statements of a transaction cost no round trips, and it has no data-modifying CTEs
-        # that would let one statement write several tables anyway.
-        return None
+    def operation(self) -> AbstractContextManager[Session]:
+        return self.transaction()
 
     def data_version(self) -> int:
         """Changes whenever another connection commits to the file."""
         with sqlite_errors(self._where):
             row = self._connection().execute("PRAGMA data_version").fetchone()
         return int(row["data_version"])
+
+    def change_marker(self, workflow_keys: Sequence[str]) -> ChangeMarker:
+        return ChangeMarker(str(self.data_version()), False, None)
 
     def listener(self) -> Listener:
         return DataVersionListener(self)

@@ -2,26 +2,35 @@
 -- connection's search_path (the engine's schema first). Every query here has a twin with the
 -- same name in sqlite.sql, except those listed in PostgresDatabase.queries_without_twin.
 --
--- The queries named <name>_fast (at the end) are the hot operations of store.py, each as ONE
--- statement run in autocommit (Database.fast_path): the fence check (the run is still leased
--- to the worker at its epoch; its row is locked), the writes and the notification happen in
--- that statement, so an operation costs one round trip and one commit instead of BEGIN, a
--- fence read, reads, writes, NOTIFY and COMMIT. Each returns no row when its condition does
--- not hold (the fence failed, an idempotency key is taken); nothing was written then, and the
--- store takes its transactional path, which raises the precise error (LeaseLost, RunCanceled,
--- IdempotencyConflict). The backend fills in the parameter work_channel. A data-modifying CTE
--- runs even when nothing reads it; a plain SELECT (pg_notify) runs only when the final SELECT
--- reads it, hence the counts there. SQLite has no such forms: in-process, a transaction of
--- several statements costs no round trips.
+-- Each operation of the store that writes for a run (insert_run, claim_runs, begin_step,
+-- complete_step, fail_step, finish_parked_step, start_sleep, park_again, wait_for_signal,
+-- complete_run, fail_run, finish_compensation, hand_back; send_signal) is ONE statement run in
+-- autocommit (Database.operation; the signal ones after lock_signal_name): the fence check
+-- (the run is still leased to the worker at its epoch; its row is locked), the writes and the
+-- notification happen in that statement, so an operation costs one round trip and one commit
+-- instead of BEGIN, a fence read, reads, writes, NOTIFY and COMMIT. Each returns no row when
+-- its condition does not hold (the fence failed, an idempotency key is taken); nothing was
+-- written then, and the store reads why to raise the precise error (LeaseLost, RunCanceled,
+-- IdempotencyConflict). The fence is written once (the block fence) and included by name
+-- where a query needs it, like the other blocks marked "not run alone". The store fills in the
+-- parameter work_channel. A data-modifying CTE runs even when nothing reads it; a plain SELECT
+-- (pg_notify) runs only when the final SELECT reads it, hence the counts there.
 
 -- name: insert_run
-INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
-                  idempotency_key, key_active, compensable, due_at, created_at, updated_at)
-VALUES (%(id)s, %(workflow_name)s, %(workflow_version)s, %(workflow_key)s, 'pending',
-        %(input)s::jsonb, %(idempotency_key)s, %(idempotency_key)s::text IS NOT NULL,
-        %(compensable)s, %(due_at)s, %(now)s, %(now)s)
-ON CONFLICT (workflow_name, idempotency_key) WHERE key_active DO NOTHING
-RETURNING *;
+-- A new run and its notification; no row when the idempotency key is held by another run.
+WITH inserted AS (
+    INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
+                      idempotency_key, key_active, compensable, due_at, created_at, updated_at)
+    VALUES (%(id)s, %(workflow_name)s, %(workflow_version)s, %(workflow_key)s, 'pending',
+            %(input)s::jsonb, %(idempotency_key)s, %(idempotency_key)s::text IS NOT NULL,
+            %(compensable)s, %(due_at)s, %(now)s, %(now)s)
+    ON CONFLICT (workflow_name, idempotency_key) WHERE key_active DO NOTHING
+    RETURNING *
+)
+SELECT inserted.*,
+       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, inserted.workflow_key)) AS n)
+           AS notified
+FROM inserted;
 
 -- name: run_holding_key
 SELECT * FROM runs
@@ -133,44 +142,96 @@ SELECT pg_advisory_xact_lock(hashtextextended(%(name)s, 0));
 -- name: signal_by_key
 SELECT * FROM signals WHERE idempotency_key = %(idempotency_key)s;
 
--- name: waiting_steps_for_signal
-SELECT s.run_id, s.phase, s.position
-FROM steps s
-JOIN runs r ON r.id = s.run_id
-WHERE s.signal_name = %(name)s AND s.status = 'waiting' AND r.status = 'waiting'
-  AND (%(target_run_id)s::uuid IS NULL OR r.id = %(target_run_id)s::uuid)
-ORDER BY s.created_at, s.run_id
-FOR UPDATE OF r;
-
--- name: deliver_to_step
-UPDATE steps SET status = 'succeeded', result = %(result)s::jsonb,
-                 finished_at = %(now)s, updated_at = %(now)s
-WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s
-  AND status = 'waiting';
-
--- name: wake_run
-UPDATE runs SET status = 'pending', due_at = %(now)s, updated_at = %(now)s
-WHERE id = %(run_id)s::uuid AND status = 'waiting'
-RETURNING workflow_key;
-
--- name: insert_signal
-INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
-                     created_at, expires_at, delivered_at)
-VALUES (%(id)s, %(name)s, %(target_run_id)s::uuid, %(data)s::jsonb, %(idempotency_key)s,
-        %(status)s, %(delivered_to)s::jsonb, %(now)s, %(expires_at)s, %(delivered_at)s);
-
--- name: take_kept_signal
-SELECT * FROM signals
-WHERE name = %(name)s AND status = 'kept' AND expires_at > %(now)s
+-- name: kept_signal
+-- Not run alone: the oldest signal kept for signal_name that the run may take (none when
+-- take_kept is false, or when the fence, a CTE of the including query, failed).
+SELECT id, data FROM signals
+WHERE name = %(signal_name)s AND status = 'kept' AND expires_at > %(now)s AND %(take_kept)s
   AND (target_run_id IS NULL OR target_run_id = %(run_id)s::uuid)
+  AND EXISTS (SELECT 1 FROM fence)
 ORDER BY created_at, id
-LIMIT 1
-FOR UPDATE SKIP LOCKED;
+LIMIT 1;
 
--- name: consume_signal
-UPDATE signals SET status = 'consumed', delivered_to = %(delivered_to)s::jsonb,
-                   delivered_at = %(now)s
-WHERE id = %(signal_id)s::uuid;
+-- name: wait_for_signal
+-- A signal wait: takes the kept signal if there is one (received: the step's result), else
+-- records the waiting step and parks the run until wake_at (NULL: no limit; other workers are
+-- notified of a due time). Runs after lock_signal_name in its transaction, as a statement of
+-- its own, so that it sees a signal sent while it waited for the lock.
+WITH fence AS ({fence} FOR NO KEY UPDATE), kept AS (
+    {kept_signal}
+    FOR UPDATE SKIP LOCKED
+), consumed AS (
+    UPDATE signals SET status = 'consumed', delivered_to = jsonb_build_array(%(run_id)s::text),
+                       delivered_at = %(now)s
+    WHERE id = (SELECT id FROM kept)
+), taken AS (
+    SELECT fence.id,
+           CASE WHEN kept.id IS NOT NULL THEN jsonb_build_object(
+               'signal_id', kept.id::text, 'name', %(signal_name)s::text, 'data', kept.data)
+           END AS received
+    FROM fence LEFT JOIN kept ON true
+), step AS (
+    INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_name,
+                       wake_at, created_at, updated_at, finished_at)
+    SELECT id, %(phase)s, %(position)s, %(name)s, 'signal',
+           CASE WHEN received IS NULL THEN 'waiting' ELSE 'succeeded' END, received,
+           %(signal_name)s, %(wake_at)s, %(now)s, %(now)s,
+           CASE WHEN received IS NOT NULL THEN %(now)s::timestamptz END
+    FROM taken
+    ON CONFLICT (run_id, phase, position) DO UPDATE
+        SET status = excluded.status, result = excluded.result,
+            finished_at = excluded.finished_at, updated_at = excluded.updated_at
+        WHERE steps.status = 'waiting' AND excluded.status = 'succeeded'
+), released AS (
+    UPDATE runs SET status = 'waiting', due_at = %(wake_at)s, {release}
+    WHERE id = (SELECT id FROM fence) AND NOT EXISTS (SELECT 1 FROM kept)
+    RETURNING workflow_key, due_at
+)
+SELECT id, received, {notify_released} AS notified
+FROM taken;
+
+-- name: send_signal
+-- Delivers a signal to every run waiting on its name (only to target_run_id when given): the
+-- steps get its payload, the runs are due now (one notification per workflow), and the signal
+-- is recorded as delivered, or kept when no run waits. Runs in send_signal's transaction after
+-- lock_signal_name, as a statement of its own so that its snapshot is taken after the lock (a
+-- run that started waiting meanwhile is seen). Always returns one row.
+WITH waiting AS (
+    SELECT s.run_id, s.phase, s.position, s.created_at
+    FROM steps s
+    JOIN runs r ON r.id = s.run_id
+    WHERE s.signal_name = %(name)s AND s.status = 'waiting' AND r.status = 'waiting'
+      AND (%(target_run_id)s::uuid IS NULL OR r.id = %(target_run_id)s::uuid)
+    ORDER BY s.created_at, s.run_id
+    FOR UPDATE OF r
+), delivered AS (
+    UPDATE steps st SET status = 'succeeded', result = %(payload)s::jsonb,
+                        finished_at = %(now)s, updated_at = %(now)s
+    FROM waiting w
+    WHERE st.run_id = w.run_id AND st.phase = w.phase AND st.position = w.position
+      AND st.status = 'waiting'
+    RETURNING st.run_id, w.created_at
+), woken AS (
+    UPDATE runs r SET status = 'pending', due_at = %(now)s, updated_at = %(now)s
+    FROM delivered d
+    WHERE r.id = d.run_id AND r.status = 'waiting'
+    RETURNING r.id, r.workflow_key, d.created_at
+), notified AS (
+    SELECT pg_notify(%(work_channel)s, k.workflow_key)
+    FROM (SELECT DISTINCT workflow_key FROM woken) AS k
+), kept AS (
+    INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
+                         created_at, expires_at, delivered_at)
+    SELECT %(id)s, %(name)s, %(target_run_id)s::uuid, %(data)s::jsonb,
+           %(idempotency_key)s,
+           CASE WHEN count(*) > 0 THEN 'delivered' ELSE 'kept' END,
+           COALESCE(jsonb_agg(woken.id::text ORDER BY woken.created_at, woken.id), '[]'::jsonb),
+           %(now)s, %(expires_at)s, CASE WHEN count(*) > 0 THEN %(now)s::timestamptz END
+    FROM woken
+    RETURNING delivered_to
+)
+SELECT (SELECT delivered_to FROM kept) AS delivered_to,
+       (SELECT count(*) FROM notified) AS notified;
 
 -- name: runs_waiting_on_prefix
 SELECT s.run_id, s.position, s.signal_name, s.wake_at, r.workflow_name, r.detail
@@ -226,42 +287,44 @@ UPDATE runs SET due_at = %(now)s, lease_expires_at = %(now)s, updated_at = %(now
 WHERE lease_owner = ANY(%(worker_ids)s::uuid[]) AND due_at > %(now)s
 RETURNING id;
 
--- name: claim_runs
-WITH due AS (
-    SELECT id FROM runs
-    WHERE workflow_key = ANY(%(workflow_keys)s::text[]) AND due_at <= %(now)s
-    ORDER BY due_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE runs r SET
-    lease_epoch = r.lease_epoch + 1,
-    lease_owner = %(worker_id)s::uuid,
-    lease_expires_at = %(lease_expires_at)s,
-    due_at = %(lease_expires_at)s,
-    status = CASE WHEN r.status IN ('canceled', 'failed') THEN r.status ELSE 'running' END,
-    compensation = CASE WHEN r.status IN ('canceled', 'failed') THEN 'running'
-                        ELSE r.compensation END,
-    started_at = COALESCE(r.started_at, %(now)s),
-    updated_at = %(now)s
-FROM due
-WHERE r.id = due.id
-RETURNING r.*;
-
--- name: explain_claim_candidates
-EXPLAIN SELECT id FROM runs
+-- name: claim_due
+-- Not run alone: the runs claim_runs takes (locked; those other workers are claiming are
+-- skipped). claimed_before: the run was claimed earlier, so it may have recorded steps (a run
+-- never claimed has none).
+SELECT id, started_at IS NOT NULL AS claimed_before FROM runs
 WHERE workflow_key = ANY(%(workflow_keys)s::text[]) AND due_at <= %(now)s
 ORDER BY due_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
--- name: reset_running_steps
-UPDATE steps SET status = 'pending', updated_at = %(now)s
-WHERE run_id = ANY(%(run_ids)s::uuid[]) AND status = 'running';
+-- name: claim_runs
+-- Leases due runs to the worker; their attempts still running are interrupted and their
+-- running steps are pending again.
+WITH due AS ({claim_due}), claimed AS (
+    UPDATE runs r SET
+        lease_epoch = r.lease_epoch + 1,
+        lease_owner = %(worker_id)s::uuid,
+        lease_expires_at = %(lease_expires_at)s,
+        due_at = %(lease_expires_at)s,
+        status = CASE WHEN r.status IN ('canceled', 'failed') THEN r.status ELSE 'running' END,
+        compensation = CASE WHEN r.status IN ('canceled', 'failed') THEN 'running'
+                            ELSE r.compensation END,
+        started_at = COALESCE(r.started_at, %(now)s),
+        updated_at = %(now)s
+    FROM due
+    WHERE r.id = due.id
+    RETURNING r.*, due.claimed_before
+), interrupted AS (
+    UPDATE attempts SET status = 'interrupted', finished_at = %(now)s
+    WHERE run_id IN (SELECT id FROM claimed WHERE claimed_before) AND status = 'running'
+), reset AS (
+    UPDATE steps SET status = 'pending', updated_at = %(now)s
+    WHERE run_id IN (SELECT id FROM claimed WHERE claimed_before) AND status = 'running'
+)
+SELECT * FROM claimed;
 
--- name: interrupt_running_attempts
-UPDATE attempts SET status = 'interrupted', finished_at = %(now)s
-WHERE run_id = ANY(%(run_ids)s::uuid[]) AND status = 'running';
+-- name: explain_claim_candidates
+EXPLAIN {claim_due};
 
 -- name: steps_of_runs
 SELECT * FROM steps WHERE run_id = ANY(%(run_ids)s::uuid[]) ORDER BY run_id, phase, position;
@@ -287,40 +350,147 @@ RETURNING r.id;
 -- name: lease_states
 SELECT id, status, lease_owner, lease_epoch FROM runs WHERE id = ANY(%(run_ids)s::uuid[]);
 
--- name: lock_run_for_fence
-SELECT status, lease_owner, lease_epoch FROM runs WHERE id = %(run_id)s::uuid FOR NO KEY UPDATE;
+-- name: fence
+-- The lease fence, written once: the run, if this worker still holds its lease at the epoch
+-- it claimed. Queries of fenced operations include it by name (and lock the row); lock_fence
+-- runs it at the start of a fenced transaction.
+SELECT id FROM runs
+WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
+  AND lease_epoch = %(lease_epoch)s;
 
--- name: get_step
-SELECT * FROM steps
-WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s;
+-- name: lock_fence
+{fence}
+FOR NO KEY UPDATE;
 
--- name: insert_step
-INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_name, wake_at,
-                   created_at, updated_at, finished_at)
-VALUES (%(run_id)s::uuid, %(phase)s, %(position)s, %(name)s, %(kind)s, %(status)s,
-        %(result)s::jsonb, %(signal_name)s, %(wake_at)s, %(now)s, %(now)s, %(finished_at)s);
+-- name: lease_of_run
+-- Why a fence failed (read after a fenced operation wrote nothing).
+SELECT status, lease_owner, lease_epoch FROM runs WHERE id = %(run_id)s::uuid;
 
--- name: set_step_status
-UPDATE steps SET status = %(status)s, updated_at = %(now)s, finished_at = %(finished_at)s
-WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s;
+-- name: release
+-- Not run alone: the SET list that gives a run's lease back (a running compensation is pending
+-- again).
+lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s,
+compensation = CASE WHEN compensation = 'running' THEN 'pending' ELSE compensation END;
 
--- name: succeed_step
-UPDATE steps SET status = 'succeeded', result = %(result)s::jsonb, updated_at = %(now)s,
-                 finished_at = %(now)s
-WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s;
+-- name: notify_released
+-- Not run alone (PostgreSQL only): the number of notifications sent for the runs of the CTE
+-- released that are due (a plain SELECT runs only when the final SELECT reads it).
+(SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, workflow_key) FROM released
+                       WHERE due_at IS NOT NULL) AS n);
 
--- name: count_step_failure
-UPDATE steps SET failures = failures + 1, status = %(status)s, error = %(error)s::jsonb,
-                 updated_at = %(now)s, finished_at = %(finished_at)s
-WHERE run_id = %(run_id)s::uuid AND phase = %(phase)s AND position = %(position)s
-RETURNING failures;
+-- name: completing
+-- Not a statement: the CTEs with which begin_step, complete_step and complete_run commit an
+-- earlier step's result (completed_result of attempt completed_attempt_id at
+-- completed_position; NULL: none), unless that step had succeeded already (a retried commit
+-- whose first try did commit). Follows the CTE fence.
+completed AS (
+    UPDATE steps SET status = 'succeeded', result = %(completed_result)s::jsonb,
+                     updated_at = %(now)s, finished_at = %(now)s
+    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s
+      AND position = %(completed_position)s::integer AND status <> 'succeeded'
+    RETURNING 1
+), completed_attempt AS (
+    UPDATE attempts SET status = 'succeeded', finished_at = %(now)s, error = NULL
+    WHERE id = %(completed_attempt_id)s::bigint AND status = 'running'
+      AND EXISTS (SELECT 1 FROM completed)
+);
 
--- name: insert_attempt
+-- name: begin_step
+-- The previous step's result when it is given (completing), then the step (new, or again
+-- running) and its new attempt. Returns the attempt's id and number.
+WITH fence AS ({fence} FOR NO KEY UPDATE), {completing}, step AS (
+    INSERT INTO steps (run_id, phase, position, name, kind, status, created_at, updated_at)
+    SELECT fence.id, %(phase)s, %(position)s, %(name)s, 'step', 'running', %(now)s, %(now)s
+    FROM fence
+    ON CONFLICT (run_id, phase, position)
+        DO UPDATE SET status = 'running', updated_at = excluded.updated_at, finished_at = NULL
+    RETURNING failures
+)
 INSERT INTO attempts (run_id, phase, position, attempt, status, worker_id, lease_epoch,
                       started_at)
-VALUES (%(run_id)s::uuid, %(phase)s, %(position)s, %(attempt)s, 'running', %(worker_id)s::uuid,
-        %(lease_epoch)s, %(now)s)
-RETURNING id;
+SELECT %(run_id)s::uuid, %(phase)s, %(position)s, step.failures + 1, 'running',
+       %(worker_id)s::uuid, %(lease_epoch)s, %(now)s
+FROM step
+RETURNING id, attempt;
+
+-- name: complete_step
+-- A step's result (completing); completed tells whether it committed now (false: it had
+-- already). Also run inside a transaction, before the step's buffered business statements
+-- (which run only when completed).
+WITH fence AS ({fence} FOR NO KEY UPDATE), {completing}
+SELECT EXISTS (SELECT 1 FROM completed) AS completed FROM fence;
+
+-- name: fail_step
+-- A failed attempt. With retry the step is retrying and the run released until due_at (other
+-- workers notified), else the step failed for good. Returns the step's failure count.
+WITH fence AS ({fence} FOR NO KEY UPDATE), attempt AS (
+    UPDATE attempts SET status = 'failed', finished_at = %(now)s, error = %(error)s::jsonb
+    WHERE id = %(attempt_id)s AND status = 'running' AND EXISTS (SELECT 1 FROM fence)
+), step AS (
+    UPDATE steps SET failures = failures + 1, error = %(error)s::jsonb, updated_at = %(now)s,
+                     status = CASE WHEN %(retry)s THEN 'retrying' ELSE 'failed' END,
+                     finished_at = CASE WHEN %(retry)s THEN NULL ELSE %(now)s::timestamptz END
+    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s AND position = %(position)s
+    RETURNING failures
+), released AS (
+    UPDATE runs SET status = %(status)s, due_at = %(due_at)s, {release}
+    WHERE id = (SELECT id FROM fence) AND %(retry)s
+    RETURNING workflow_key, due_at
+)
+SELECT failures, {notify_released} AS notified
+FROM step;
+
+-- name: finish_parked_step
+-- A timer fired (succeeded) or a signal wait timed out (timed_out).
+WITH fence AS ({fence} FOR NO KEY UPDATE), step AS (
+    UPDATE steps SET status = %(status)s, updated_at = %(now)s, finished_at = %(now)s
+    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s AND position = %(position)s
+)
+SELECT id FROM fence;
+
+-- name: start_sleep
+-- A timer step; when park, the run is released until wake_at (and other workers notified).
+WITH fence AS ({fence} FOR NO KEY UPDATE), step AS (
+    INSERT INTO steps (run_id, phase, position, name, kind, status, wake_at, created_at,
+                       updated_at, finished_at)
+    SELECT fence.id, %(phase)s, %(position)s, %(name)s, 'sleep',
+           CASE WHEN %(park)s THEN 'sleeping' ELSE 'succeeded' END, %(wake_at)s, %(now)s,
+           %(now)s, CASE WHEN %(park)s THEN NULL ELSE %(now)s::timestamptz END
+    FROM fence
+), released AS (
+    UPDATE runs SET status = 'sleeping', due_at = %(wake_at)s, {release}
+    WHERE id = (SELECT id FROM fence) AND %(park)s
+    RETURNING workflow_key, due_at
+)
+SELECT id, {notify_released} AS notified
+FROM fence;
+
+-- name: park_again
+-- The run was claimed before its timer: release it again until due_at, notifying.
+WITH fence AS ({fence} FOR NO KEY UPDATE), released AS (
+    UPDATE runs SET status = %(status)s, due_at = %(due_at)s, {release}
+    WHERE id = (SELECT id FROM fence)
+    RETURNING id, workflow_key, due_at
+)
+SELECT id, {notify_released} AS notified
+FROM released;
+
+-- name: hand_back
+-- A stopping worker returns a run it could not finish (and closes its attempt, if any): its
+-- running steps are pending again and it is due now (other workers notified).
+WITH fence AS ({fence} FOR NO KEY UPDATE), attempt AS (
+    UPDATE attempts SET status = 'handed_back', finished_at = %(now)s, error = NULL
+    WHERE id = %(attempt_id)s::bigint AND status = 'running' AND EXISTS (SELECT 1 FROM fence)
+), reset AS (
+    UPDATE steps SET status = 'pending', updated_at = %(now)s
+    WHERE run_id = (SELECT id FROM fence) AND status = 'running'
+), released AS (
+    UPDATE runs SET status = %(status)s, due_at = %(now)s, {release}
+    WHERE id = (SELECT id FROM fence)
+    RETURNING id, workflow_key, due_at
+)
+SELECT id, {notify_released} AS notified
+FROM released;
 
 -- name: finish_attempt
 UPDATE attempts SET status = %(status)s, finished_at = %(now)s, error = %(error)s::jsonb
@@ -330,39 +500,39 @@ WHERE id = %(attempt_id)s AND status = 'running';
 -- Fenced in one statement: progress of an execution that lost its run is not recorded.
 UPDATE attempts SET progress = %(progress)s::jsonb, progress_at = %(now)s
 WHERE id = %(attempt_id)s AND status = 'running'
-  AND EXISTS (SELECT 1 FROM runs
-              WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
-                AND lease_epoch = %(lease_epoch)s);
-
--- name: release_run
-UPDATE runs SET status = %(status)s, due_at = %(due_at)s, lease_owner = NULL,
-                lease_expires_at = NULL, updated_at = %(now)s,
-                compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                    ELSE compensation END
-WHERE id = %(run_id)s::uuid
-RETURNING workflow_key;
+  AND EXISTS ({fence});
 
 -- name: complete_run
+-- The last step's result when it is given (completing), then the run's success.
+WITH fence AS ({fence} FOR NO KEY UPDATE), {completing}
 UPDATE runs SET status = 'succeeded', output = %(output)s::jsonb, error = NULL, detail = NULL,
                 due_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
                 finished_at = %(now)s, updated_at = %(now)s
-WHERE id = %(run_id)s::uuid;
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: fail_run
-UPDATE runs SET status = 'failed', error = %(error)s::jsonb,
-                compensation = CASE WHEN %(compensate)s THEN 'pending' END,
-                key_active = key_active AND %(compensate)s,
-                due_at = CASE WHEN %(compensate)s THEN %(now)s::timestamptz END,
-                lease_owner = NULL, lease_expires_at = NULL,
-                finished_at = %(now)s, updated_at = %(now)s
-WHERE id = %(run_id)s::uuid
-RETURNING workflow_key;
+-- The run failed; with compensate its compensation is due now (other workers notified).
+WITH fence AS ({fence} FOR NO KEY UPDATE), released AS (
+    UPDATE runs SET status = 'failed', error = %(error)s::jsonb,
+                    compensation = CASE WHEN %(compensate)s THEN 'pending' END,
+                    key_active = key_active AND %(compensate)s,
+                    due_at = CASE WHEN %(compensate)s THEN %(now)s::timestamptz END,
+                    lease_owner = NULL, lease_expires_at = NULL,
+                    finished_at = %(now)s, updated_at = %(now)s
+    WHERE id = (SELECT id FROM fence)
+    RETURNING id, workflow_key, due_at
+)
+SELECT id, {notify_released} AS notified
+FROM released;
 
 -- name: finish_compensation
+WITH fence AS ({fence} FOR NO KEY UPDATE)
 UPDATE runs SET compensation = %(compensation)s, key_active = false, due_at = NULL,
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s,
                 error = COALESCE(%(error)s::jsonb, error)
-WHERE id = %(run_id)s::uuid;
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: expedite_compensation
 UPDATE runs SET due_at = %(now)s, updated_at = %(now)s
@@ -417,226 +587,3 @@ ORDER BY table_schema, table_name;
 SELECT table_name, column_name FROM information_schema.columns
 WHERE table_schema = ANY(%(schemas)s::text[])
 ORDER BY table_name, ordinal_position;
-
--- name: insert_run_fast
--- insert_run and its notification.
-WITH inserted AS (
-    INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
-                      idempotency_key, key_active, compensable, due_at, created_at, updated_at)
-    VALUES (%(id)s, %(workflow_name)s, %(workflow_version)s, %(workflow_key)s, 'pending',
-            %(input)s::jsonb, %(idempotency_key)s, %(idempotency_key)s::text IS NOT NULL,
-            %(compensable)s, %(due_at)s, %(now)s, %(now)s)
-    ON CONFLICT (workflow_name, idempotency_key) WHERE key_active DO NOTHING
-    RETURNING *
-)
-SELECT inserted.*,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, inserted.workflow_key)) AS n)
-           AS notified
-FROM inserted;
-
--- name: claim_runs_fast
--- claim_runs, interrupt_running_attempts and reset_running_steps. claimed_before: the run was
--- claimed earlier, so it may have recorded steps (a run never claimed has none).
-WITH due AS (
-    SELECT id, started_at IS NOT NULL AS claimed_before FROM runs
-    WHERE workflow_key = ANY(%(workflow_keys)s::text[]) AND due_at <= %(now)s
-    ORDER BY due_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE runs r SET
-        lease_epoch = r.lease_epoch + 1,
-        lease_owner = %(worker_id)s::uuid,
-        lease_expires_at = %(lease_expires_at)s,
-        due_at = %(lease_expires_at)s,
-        status = CASE WHEN r.status IN ('canceled', 'failed') THEN r.status ELSE 'running' END,
-        compensation = CASE WHEN r.status IN ('canceled', 'failed') THEN 'running'
-                            ELSE r.compensation END,
-        started_at = COALESCE(r.started_at, %(now)s),
-        updated_at = %(now)s
-    FROM due
-    WHERE r.id = due.id
-    RETURNING r.*, due.claimed_before
-), interrupted AS (
-    UPDATE attempts SET status = 'interrupted', finished_at = %(now)s
-    WHERE run_id IN (SELECT id FROM claimed WHERE claimed_before) AND status = 'running'
-), reset AS (
-    UPDATE steps SET status = 'pending', updated_at = %(now)s
-    WHERE run_id IN (SELECT id FROM claimed WHERE claimed_before) AND status = 'running'
-)
-SELECT * FROM claimed;
-
--- name: begin_step_fast
--- The previous step's result when it is given (completed_*, else NULL; as in
--- complete_step_fast), then get_step, insert_step or set_step_status, and insert_attempt.
-WITH fence AS (
-    SELECT id FROM runs
-    WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
-      AND lease_epoch = %(lease_epoch)s
-    FOR NO KEY UPDATE
-), completed AS (
-    UPDATE steps SET status = 'succeeded', result = %(completed_result)s::jsonb,
-                     updated_at = %(now)s, finished_at = %(now)s
-    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s
-      AND position = %(completed_position)s::integer AND status <> 'succeeded'
-    RETURNING 1
-), completed_attempt AS (
-    UPDATE attempts SET status = 'succeeded', finished_at = %(now)s, error = NULL
-    WHERE id = %(completed_attempt_id)s::bigint AND status = 'running'
-      AND EXISTS (SELECT 1 FROM completed)
-), step AS (
-    INSERT INTO steps (run_id, phase, position, name, kind, status, created_at, updated_at)
-    SELECT fence.id, %(phase)s, %(position)s, %(name)s, 'step', 'running', %(now)s, %(now)s
-    FROM fence
-    ON CONFLICT (run_id, phase, position)
-        DO UPDATE SET status = 'running', updated_at = excluded.updated_at, finished_at = NULL
-    RETURNING failures
-)
-INSERT INTO attempts (run_id, phase, position, attempt, status, worker_id, lease_epoch,
-                      started_at)
-SELECT %(run_id)s::uuid, %(phase)s, %(position)s, step.failures + 1, 'running',
-       %(worker_id)s::uuid, %(lease_epoch)s, %(now)s
-FROM step
-RETURNING id, attempt;
-
--- name: complete_step_fast
--- succeed_step and finish_attempt, unless the step had succeeded already (a retried commit
--- whose first try did commit): completed tells which. Also run inside a transaction, before
--- the step's buffered business statements (which run only when completed).
-WITH fence AS (
-    SELECT id FROM runs
-    WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
-      AND lease_epoch = %(lease_epoch)s
-    FOR NO KEY UPDATE
-), step AS (
-    UPDATE steps SET status = 'succeeded', result = %(result)s::jsonb, updated_at = %(now)s,
-                     finished_at = %(now)s
-    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s AND position = %(position)s
-      AND status <> 'succeeded'
-    RETURNING 1
-), attempt AS (
-    UPDATE attempts SET status = 'succeeded', finished_at = %(now)s, error = NULL
-    WHERE id = %(attempt_id)s AND status = 'running' AND EXISTS (SELECT 1 FROM step)
-)
-SELECT EXISTS (SELECT 1 FROM step) AS completed FROM fence;
-
--- name: set_step_status_fast
--- set_step_status (finish_parked_step).
-WITH fence AS (
-    SELECT id FROM runs
-    WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
-      AND lease_epoch = %(lease_epoch)s
-    FOR NO KEY UPDATE
-), step AS (
-    UPDATE steps SET status = %(status)s, updated_at = %(now)s, finished_at = %(finished_at)s
-    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s AND position = %(position)s
-)
-SELECT id FROM fence;
-
--- name: start_sleep_fast
--- insert_step (kind sleep), then, when park, release_run and its notification.
-WITH fence AS (
-    SELECT id FROM runs
-    WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
-      AND lease_epoch = %(lease_epoch)s
-    FOR NO KEY UPDATE
-), step AS (
-    INSERT INTO steps (run_id, phase, position, name, kind, status, wake_at, created_at,
-                       updated_at, finished_at)
-    SELECT fence.id, %(phase)s, %(position)s, %(name)s, 'sleep',
-           CASE WHEN %(park)s THEN 'sleeping' ELSE 'succeeded' END, %(wake_at)s, %(now)s,
-           %(now)s, CASE WHEN %(park)s THEN NULL ELSE %(now)s::timestamptz END
-    FROM fence
-), released AS (
-    UPDATE runs SET status = 'sleeping', due_at = %(wake_at)s, lease_owner = NULL,
-                    lease_expires_at = NULL, updated_at = %(now)s,
-                    compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                        ELSE compensation END
-    WHERE id = (SELECT id FROM fence) AND %(park)s
-    RETURNING workflow_key
-)
-SELECT id,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, workflow_key) FROM released) AS n)
-           AS notified
-FROM fence;
-
--- name: release_run_fast
--- release_run (park_again) and its notification, fenced.
-WITH released AS (
-    UPDATE runs SET status = %(status)s, due_at = %(due_at)s, lease_owner = NULL,
-                    lease_expires_at = NULL, updated_at = %(now)s,
-                    compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                        ELSE compensation END
-    WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
-      AND lease_epoch = %(lease_epoch)s
-    RETURNING id, workflow_key, due_at
-)
-SELECT id,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, released.workflow_key)
-                              WHERE released.due_at IS NOT NULL) AS n) AS notified
-FROM released;
-
--- name: complete_run_fast
--- The last step's result when it is given (completed_*, else NULL; as in complete_step_fast),
--- then complete_run, fenced.
-WITH fence AS (
-    SELECT id FROM runs
-    WHERE id = %(run_id)s::uuid AND lease_owner = %(worker_id)s::uuid
-      AND lease_epoch = %(lease_epoch)s
-    FOR NO KEY UPDATE
-), completed AS (
-    UPDATE steps SET status = 'succeeded', result = %(completed_result)s::jsonb,
-                     updated_at = %(now)s, finished_at = %(now)s
-    WHERE run_id = (SELECT id FROM fence) AND phase = %(phase)s
-      AND position = %(completed_position)s::integer AND status <> 'succeeded'
-    RETURNING 1
-), completed_attempt AS (
-    UPDATE attempts SET status = 'succeeded', finished_at = %(now)s, error = NULL
-    WHERE id = %(completed_attempt_id)s::bigint AND status = 'running'
-      AND EXISTS (SELECT 1 FROM completed)
-)
-UPDATE runs SET status = 'succeeded', output = %(output)s::jsonb, error = NULL, detail = NULL,
-                due_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                finished_at = %(now)s, updated_at = %(now)s
-WHERE id = (SELECT id FROM fence)
-RETURNING id;
-
--- name: send_signal_fast
--- A signal without idempotency key or target run: waiting_steps_for_signal, deliver_to_step,
--- wake_run and its notification for every waiting run, insert_signal. Runs in send_signal's
--- transaction after lock_signal_name, as a statement of its own so that its snapshot is taken
--- after the lock (a run that started waiting meanwhile is seen). Always returns one row.
-WITH waiting AS (
-    SELECT s.run_id, s.phase, s.position, s.created_at
-    FROM steps s
-    JOIN runs r ON r.id = s.run_id
-    WHERE s.signal_name = %(name)s AND s.status = 'waiting' AND r.status = 'waiting'
-    ORDER BY s.created_at, s.run_id
-    FOR UPDATE OF r
-), delivered AS (
-    UPDATE steps st SET status = 'succeeded', result = %(payload)s::jsonb,
-                        finished_at = %(now)s, updated_at = %(now)s
-    FROM waiting w
-    WHERE st.run_id = w.run_id AND st.phase = w.phase AND st.position = w.position
-      AND st.status = 'waiting'
-    RETURNING st.run_id, w.created_at
-), woken AS (
-    UPDATE runs r SET status = 'pending', due_at = %(now)s, updated_at = %(now)s
-    FROM delivered d
-    WHERE r.id = d.run_id AND r.status = 'waiting'
-    RETURNING r.id, r.workflow_key, d.created_at
-), notified AS (
-    SELECT pg_notify(%(work_channel)s, k.workflow_key)
-    FROM (SELECT DISTINCT workflow_key FROM woken) AS k
-), kept AS (
-    INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
-                         created_at, expires_at, delivered_at)
-    SELECT %(id)s, %(name)s, NULL, %(data)s::jsonb, NULL,
-           CASE WHEN count(*) > 0 THEN 'delivered' ELSE 'kept' END,
-           COALESCE(jsonb_agg(woken.id::text ORDER BY woken.created_at, woken.id), '[]'::jsonb),
-           %(now)s, %(expires_at)s, CASE WHEN count(*) > 0 THEN %(now)s::timestamptz END
-    FROM woken
-    RETURNING delivered_to
-)
-SELECT (SELECT delivered_to FROM kept) AS delivered_to,
-       (SELECT count(*) FROM notified) AS notified;

@@ -1,12 +1,18 @@
 -- The engine's named queries, SQLite dialect. Every query has a twin with the same name in
 -- postgresql.sql. PostgreSQL has a few more (PostgresDatabase.queries_without_twin): notify
--- (SQLite has no notifications, workers watch PRAGMA data_version), the migration lock, and the
--- one-statement forms <name>_fast of the hot operations (here a transaction of several
--- statements costs no round trips: the database runs in this process).
+-- (SQLite has no notifications, workers watch PRAGMA data_version) and the migration lock.
 -- Lists arrive as JSON arrays and are read with json_each. Writers are serialized by
 -- BEGIN IMMEDIATE, which takes the place of row locks and SKIP LOCKED.
+--
+-- SQLite has no data-modifying CTEs, so a hot operation that writes several tables is a block
+-- of a few statements, run in order in one transaction (Database.operation; in-process, they
+-- cost no round trips); it returns the rows of its last statement that has result columns.
+-- Each statement of a fenced operation includes the fence (the block fence, written once): as
+-- writers are serialized, it holds for all of them or for none, and then the block returns no
+-- row and wrote nothing.
 
 -- name: insert_run
+-- A new run; no row when the idempotency key is held by another run.
 INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
                   idempotency_key, key_active, compensable, due_at, created_at, updated_at)
 VALUES (:id, :workflow_name, :workflow_version, :workflow_key, 'pending', :input,
@@ -114,39 +120,75 @@ SELECT :name IS NOT NULL;
 -- name: signal_by_key
 SELECT * FROM signals WHERE idempotency_key = :idempotency_key;
 
--- name: waiting_steps_for_signal
-SELECT s.run_id, s.phase, s.position
-FROM steps s
-JOIN runs r ON r.id = s.run_id
-WHERE s.signal_name = :name AND s.status = 'waiting' AND r.status = 'waiting'
-  AND (:target_run_id IS NULL OR r.id = :target_run_id)
-ORDER BY s.created_at, s.run_id;
-
--- name: deliver_to_step
-UPDATE steps SET status = 'succeeded', result = :result, finished_at = :now, updated_at = :now
-WHERE run_id = :run_id AND phase = :phase AND position = :position AND status = 'waiting';
-
--- name: wake_run
-UPDATE runs SET status = 'pending', due_at = :now, updated_at = :now
-WHERE id = :run_id AND status = 'waiting'
-RETURNING workflow_key;
-
--- name: insert_signal
-INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
-                     created_at, expires_at, delivered_at)
-VALUES (:id, :name, :target_run_id, :data, :idempotency_key, :status, :delivered_to, :now,
-        :expires_at, :delivered_at);
-
--- name: take_kept_signal
-SELECT * FROM signals
-WHERE name = :name AND status = 'kept' AND expires_at > :now
+-- name: kept_signal
+-- Not run alone: the oldest signal kept for signal_name that the run may take (none when
+-- take_kept is false, or when the fence, a CTE of the including statement, failed).
+SELECT id, data FROM signals
+WHERE name = :signal_name AND status = 'kept' AND expires_at > :now AND :take_kept
   AND (target_run_id IS NULL OR target_run_id = :run_id)
+  AND EXISTS (SELECT 1 FROM fence)
 ORDER BY created_at, id
 LIMIT 1;
 
--- name: consume_signal
-UPDATE signals SET status = 'consumed', delivered_to = :delivered_to, delivered_at = :now
-WHERE id = :signal_id;
+-- name: wait_for_signal
+-- A signal wait: takes the kept signal if there is one (received: the step's result), else
+-- records the waiting step and parks the run until wake_at (NULL: no limit). The step is
+-- recorded waiting, then gets the kept signal, which is then consumed (found by the id in the
+-- step's result); the run is released last, after the statement that returns the row.
+WITH fence AS ({fence})
+INSERT INTO steps (run_id, phase, position, name, kind, status, signal_name, wake_at,
+                   created_at, updated_at)
+SELECT id, :phase, :position, :name, 'signal', 'waiting', :signal_name, :wake_at, :now, :now
+FROM fence WHERE true
+ON CONFLICT (run_id, phase, position) DO NOTHING;
+WITH fence AS ({fence}), kept AS ({kept_signal})
+UPDATE steps SET status = 'succeeded', finished_at = :now, updated_at = :now,
+                 result = (SELECT json_object('signal_id', id, 'name', :signal_name,
+                                              'data', json(data)) FROM kept)
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position
+  AND status = 'waiting' AND EXISTS (SELECT 1 FROM kept);
+WITH fence AS ({fence})
+UPDATE signals SET status = 'consumed', delivered_to = json_array(:run_id), delivered_at = :now
+WHERE status = 'kept'
+  AND id = (SELECT json_extract(result, '$.signal_id') FROM steps
+            WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position
+              AND status = 'succeeded');
+WITH fence AS ({fence})
+SELECT fence.id, s.result AS received
+FROM fence
+LEFT JOIN steps s ON s.run_id = fence.id AND s.phase = :phase AND s.position = :position
+                 AND s.status = 'succeeded';
+WITH fence AS ({fence})
+UPDATE runs SET status = 'waiting', due_at = :wake_at, {release}
+WHERE id = (SELECT id FROM fence)
+  AND NOT EXISTS (SELECT 1 FROM steps
+                  WHERE run_id = runs.id AND phase = :phase AND position = :position
+                    AND status = 'succeeded');
+
+-- name: send_signal
+-- Delivers a signal to every run waiting on its name (only to target_run_id when given): the
+-- steps get its payload (which holds the signal's id, so the next statements find them), the
+-- runs are due now, and the signal is recorded as delivered, or kept when no run waits.
+-- Returns one row: the runs delivered to.
+UPDATE steps SET result = :payload
+WHERE signal_name = :name AND status = 'waiting'
+  AND run_id IN (SELECT id FROM runs WHERE status = 'waiting')
+  AND (:target_run_id IS NULL OR run_id = :target_run_id);
+UPDATE runs SET status = 'pending', due_at = :now, updated_at = :now
+WHERE status = 'waiting'
+  AND id IN (SELECT run_id FROM steps
+             WHERE signal_name = :name AND status = 'waiting' AND result = :payload);
+INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
+                     created_at, expires_at, delivered_at)
+SELECT :id, :name, :target_run_id, :data, :idempotency_key,
+       CASE WHEN count(*) > 0 THEN 'delivered' ELSE 'kept' END, json_group_array(run_id),
+       :now, :expires_at, CASE WHEN count(*) > 0 THEN :now END
+FROM (SELECT run_id FROM steps
+      WHERE signal_name = :name AND status = 'waiting' AND result = :payload
+      ORDER BY created_at, run_id)
+RETURNING delivered_to;
+UPDATE steps SET status = 'succeeded', finished_at = :now, updated_at = :now
+WHERE signal_name = :name AND status = 'waiting' AND result = :payload;
 
 -- name: runs_waiting_on_prefix
 SELECT s.run_id, s.position, s.signal_name, s.wake_at, r.workflow_name, r.detail
@@ -191,7 +233,22 @@ UPDATE runs SET due_at = :now, lease_expires_at = :now, updated_at = :now
 WHERE lease_owner IN (SELECT value FROM json_each(:worker_ids)) AND due_at > :now
 RETURNING id;
 
+-- name: claim_due
+-- Not run alone: the runs claim_runs takes (all its statements see the same ones: writers are
+-- serialized and only its last statement changes runs).
+SELECT id FROM runs
+WHERE workflow_key IN (SELECT value FROM json_each(:workflow_keys)) AND due_at <= :now
+ORDER BY due_at
+LIMIT :limit;
+
 -- name: claim_runs
+-- Leases due runs to the worker; their attempts still running are interrupted and their
+-- running steps are pending again. claimed_before: whether the run may have recorded steps
+-- (here always, the steps are read in the same transaction anyway).
+UPDATE attempts SET status = 'interrupted', finished_at = :now
+WHERE run_id IN ({claim_due}) AND status = 'running';
+UPDATE steps SET status = 'pending', updated_at = :now
+WHERE run_id IN ({claim_due}) AND status = 'running';
 UPDATE runs SET
     lease_epoch = lease_epoch + 1,
     lease_owner = :worker_id,
@@ -202,27 +259,11 @@ UPDATE runs SET
                         ELSE compensation END,
     started_at = COALESCE(started_at, :now),
     updated_at = :now
-WHERE id IN (
-    SELECT id FROM runs
-    WHERE workflow_key IN (SELECT value FROM json_each(:workflow_keys)) AND due_at <= :now
-    ORDER BY due_at
-    LIMIT :limit
-)
-RETURNING *;
+WHERE id IN ({claim_due})
+RETURNING *, 1 AS claimed_before;
 
 -- name: explain_claim_candidates
-EXPLAIN QUERY PLAN SELECT id FROM runs
-WHERE workflow_key IN (SELECT value FROM json_each(:workflow_keys)) AND due_at <= :now
-ORDER BY due_at
-LIMIT :limit;
-
--- name: reset_running_steps
-UPDATE steps SET status = 'pending', updated_at = :now
-WHERE run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'running';
-
--- name: interrupt_running_attempts
-UPDATE attempts SET status = 'interrupted', finished_at = :now
-WHERE run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'running';
+EXPLAIN QUERY PLAN {claim_due};
 
 -- name: steps_of_runs
 SELECT * FROM steps WHERE run_id IN (SELECT value FROM json_each(:run_ids))
@@ -246,36 +287,121 @@ RETURNING runs.id;
 SELECT id, status, lease_owner, lease_epoch FROM runs
 WHERE id IN (SELECT value FROM json_each(:run_ids));
 
--- name: lock_run_for_fence
+-- name: fence
+-- The lease fence, written once: the run, if this worker still holds its lease at the epoch
+-- it claimed. Queries of fenced operations include it by name; lock_fence runs it at the
+-- start of a fenced transaction.
+SELECT id FROM runs WHERE id = :run_id AND lease_owner = :worker_id AND lease_epoch = :lease_epoch;
+
+-- name: lock_fence
+{fence};
+
+-- name: lease_of_run
+-- Why a fence failed (read after a fenced operation wrote nothing).
 SELECT status, lease_owner, lease_epoch FROM runs WHERE id = :run_id;
 
--- name: get_step
-SELECT * FROM steps WHERE run_id = :run_id AND phase = :phase AND position = :position;
+-- name: release
+-- Not run alone: the SET list that gives a run's lease back (a running compensation is pending
+-- again).
+lease_owner = NULL, lease_expires_at = NULL, updated_at = :now,
+compensation = CASE WHEN compensation = 'running' THEN 'pending' ELSE compensation END;
 
--- name: insert_step
-INSERT INTO steps (run_id, phase, position, name, kind, status, result, signal_name, wake_at,
-                   created_at, updated_at, finished_at)
-VALUES (:run_id, :phase, :position, :name, :kind, :status, :result, :signal_name, :wake_at,
-        :now, :now, :finished_at);
+-- name: completing
+-- Not run alone: the statements with which begin_step, complete_step and complete_run commit
+-- an earlier step's result (completed_result of attempt completed_attempt_id at
+-- completed_position; NULL: none), unless that step had succeeded already (a retried commit
+-- whose first try did commit). The attempt first: it asks whether the step is done yet.
+WITH fence AS ({fence})
+UPDATE attempts SET status = 'succeeded', finished_at = :now, error = NULL
+WHERE id = :completed_attempt_id AND status = 'running'
+  AND EXISTS (SELECT 1 FROM steps
+              WHERE run_id = (SELECT id FROM fence) AND phase = :phase
+                AND position = :completed_position AND status <> 'succeeded');
+WITH fence AS ({fence})
+UPDATE steps SET status = 'succeeded', result = :completed_result, updated_at = :now,
+                 finished_at = :now
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :completed_position
+  AND status <> 'succeeded';
 
--- name: set_step_status
-UPDATE steps SET status = :status, updated_at = :now, finished_at = :finished_at
-WHERE run_id = :run_id AND phase = :phase AND position = :position;
-
--- name: succeed_step
-UPDATE steps SET status = 'succeeded', result = :result, updated_at = :now, finished_at = :now
-WHERE run_id = :run_id AND phase = :phase AND position = :position;
-
--- name: count_step_failure
-UPDATE steps SET failures = failures + 1, status = :status, error = :error, updated_at = :now,
-                 finished_at = :finished_at
-WHERE run_id = :run_id AND phase = :phase AND position = :position
-RETURNING failures;
-
--- name: insert_attempt
+-- name: begin_step
+-- The previous step's result when it is given (completing), then the step (new, or again
+-- running) and its new attempt. Returns the attempt's id and number.
+{completing};
+WITH fence AS ({fence})
+INSERT INTO steps (run_id, phase, position, name, kind, status, created_at, updated_at)
+SELECT id, :phase, :position, :name, 'step', 'running', :now, :now FROM fence WHERE true
+ON CONFLICT (run_id, phase, position)
+    DO UPDATE SET status = 'running', updated_at = excluded.updated_at, finished_at = NULL;
+WITH fence AS ({fence})
 INSERT INTO attempts (run_id, phase, position, attempt, status, worker_id, lease_epoch,
                       started_at)
-VALUES (:run_id, :phase, :position, :attempt, 'running', :worker_id, :lease_epoch, :now)
+SELECT run_id, phase, position, failures + 1, 'running', :worker_id, :lease_epoch, :now
+FROM steps
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position
+RETURNING id, attempt;
+
+-- name: complete_step
+-- A step's result (completing); completed tells whether it committed now (0: it had already).
+{completing};
+WITH fence AS ({fence})
+SELECT changes() > 0 AS completed FROM fence;
+
+-- name: fail_step
+-- A failed attempt. With retry the step is retrying and the run released until due_at, else
+-- the step failed for good. Returns the step's failure count.
+WITH fence AS ({fence})
+UPDATE attempts SET status = 'failed', finished_at = :now, error = :error
+WHERE id = :attempt_id AND status = 'running' AND EXISTS (SELECT 1 FROM fence);
+WITH fence AS ({fence})
+UPDATE steps SET failures = failures + 1, error = :error, updated_at = :now,
+                 status = CASE WHEN :retry THEN 'retrying' ELSE 'failed' END,
+                 finished_at = CASE WHEN :retry THEN NULL ELSE :now END
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position
+RETURNING failures;
+WITH fence AS ({fence})
+UPDATE runs SET status = :status, due_at = :due_at, {release}
+WHERE id = (SELECT id FROM fence) AND :retry;
+
+-- name: finish_parked_step
+-- A timer fired (succeeded) or a signal wait timed out (timed_out).
+WITH fence AS ({fence})
+UPDATE steps SET status = :status, updated_at = :now, finished_at = :now
+WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :position;
+{fence};
+
+-- name: start_sleep
+-- A timer step; when park, the run is released until wake_at.
+WITH fence AS ({fence})
+INSERT INTO steps (run_id, phase, position, name, kind, status, wake_at, created_at,
+                   updated_at, finished_at)
+SELECT id, :phase, :position, :name, 'sleep',
+       CASE WHEN :park THEN 'sleeping' ELSE 'succeeded' END, :wake_at, :now, :now,
+       CASE WHEN :park THEN NULL ELSE :now END
+FROM fence
+RETURNING run_id AS id;
+WITH fence AS ({fence})
+UPDATE runs SET status = 'sleeping', due_at = :wake_at, {release}
+WHERE id = (SELECT id FROM fence) AND :park;
+
+-- name: park_again
+-- The run was claimed before its timer: release it again until due_at.
+WITH fence AS ({fence})
+UPDATE runs SET status = :status, due_at = :due_at, {release}
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
+
+-- name: hand_back
+-- A stopping worker returns a run it could not finish (and closes its attempt, if any): its
+-- running steps are pending again and it is due now.
+WITH fence AS ({fence})
+UPDATE attempts SET status = 'handed_back', finished_at = :now, error = NULL
+WHERE id = :attempt_id AND status = 'running' AND EXISTS (SELECT 1 FROM fence);
+WITH fence AS ({fence})
+UPDATE steps SET status = 'pending', updated_at = :now
+WHERE run_id = (SELECT id FROM fence) AND status = 'running';
+WITH fence AS ({fence})
+UPDATE runs SET status = :status, due_at = :now, {release}
+WHERE id = (SELECT id FROM fence)
 RETURNING id;
 
 -- name: finish_attempt
@@ -285,38 +411,37 @@ WHERE id = :attempt_id AND status = 'running';
 -- name: report_progress
 UPDATE attempts SET progress = :progress, progress_at = :now
 WHERE id = :attempt_id AND status = 'running'
-  AND EXISTS (SELECT 1 FROM runs
-              WHERE id = :run_id AND lease_owner = :worker_id AND lease_epoch = :lease_epoch);
-
--- name: release_run
-UPDATE runs SET status = :status, due_at = :due_at, lease_owner = NULL, lease_expires_at = NULL,
-                updated_at = :now,
-                compensation = CASE WHEN compensation = 'running' THEN 'pending'
-                                    ELSE compensation END
-WHERE id = :run_id
-RETURNING workflow_key;
+  AND EXISTS ({fence});
 
 -- name: complete_run
+-- The last step's result when it is given (completing), then the run's success.
+{completing};
+WITH fence AS ({fence})
 UPDATE runs SET status = 'succeeded', output = :output, error = NULL, detail = NULL,
                 due_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
                 finished_at = :now, updated_at = :now
-WHERE id = :run_id;
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: fail_run
+-- The run failed; with compensate its compensation is due now.
+WITH fence AS ({fence})
 UPDATE runs SET status = 'failed', error = :error,
                 compensation = CASE WHEN :compensate THEN 'pending' END,
                 key_active = key_active AND :compensate,
                 due_at = CASE WHEN :compensate THEN :now END,
                 lease_owner = NULL, lease_expires_at = NULL,
                 finished_at = :now, updated_at = :now
-WHERE id = :run_id
-RETURNING workflow_key;
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: finish_compensation
+WITH fence AS ({fence})
 UPDATE runs SET compensation = :compensation, key_active = 0, due_at = NULL,
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = :now,
                 error = COALESCE(:error, error)
-WHERE id = :run_id;
+WHERE id = (SELECT id FROM fence)
+RETURNING id;
 
 -- name: expedite_compensation
 UPDATE runs SET due_at = :now, updated_at = :now
