@@ -128,11 +128,21 @@ class WorkerThread:
         return self
 
     def stop(self, timeout: float = 20.0) -> None:
-        self.stop_event.set()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the worker did not stop"
-        if self.error is not None:
-            raise self.error
+        stop_workers([self], timeout)
+
+
+def stop_workers(workers: list[WorkerThread], timeout: float = 20.0) -> None:
+    """Stops every worker, then fails on the first one still alive or that crashed while serving:
+    a worker thread that died must fail its test even when another worker finished the job."""
+    for worker in workers:
+        worker.stop_event.set()
+    for worker in workers:
+        worker.thread.join(timeout)
+    alive = [worker.thread.name for worker in workers if worker.thread.is_alive()]
+    assert not alive, f"worker thread(s) did not stop within {timeout}s: {alive}"
+    for worker in workers:
+        if worker.error is not None:
+            raise AssertionError(f"a worker thread crashed: {worker.error!r}") from worker.error
 
 
 @pytest.fixture
@@ -146,10 +156,7 @@ def run_worker(engine: Engine) -> Iterator[Callable[..., WorkerThread]]:
         return worker
 
     yield start
-    for worker in started:
-        worker.stop_event.set()
-    for worker in started:
-        worker.thread.join(20)
+    stop_workers(started)
 
 
 def wait_until(
