@@ -376,13 +376,37 @@ def test_postgresql_serves_workers_on_several_hosts(clocked: Engine) -> None:
     assert drain(clocked, [ONE_STEP]).executed == 1
 
 
+class IdleWaits(threading.Event):
+    """Stands in for a worker's wake-up event and records its idle waits (those as long as the
+    poll interval): ``idle`` is set once one began, ``ended`` holds what each returned (True:
+    woken, False: the poll interval ran out)."""
+
+    def __init__(self, poll: float) -> None:
+        super().__init__()
+        self.poll = poll
+        self.idle = threading.Event()
+        self.ended: list[bool] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None or timeout < self.poll:
+            return super().wait(timeout)
+        self.idle.set()
+        woken = super().wait(timeout)
+        self.ended.append(woken)
+        return woken
+
+
 def test_a_new_run_wakes_an_idle_worker(engine: Engine) -> None:
-    slow_poll = WorkerOptions(lease=FAST.lease, poll_interval=timedelta(minutes=1),
+    slow_poll = WorkerOptions(lease=FAST.lease, poll_interval=timedelta(minutes=10),
                               grace_period=FAST.grace_period)
-    worker = WorkerThread(engine.worker([ONE_STEP], slow_poll)).start()
+    worker = engine.worker([ONE_STEP], slow_poll)
+    waits = IdleWaits(slow_poll.poll_interval.total_seconds())
+    worker._wake = waits
+    serving = WorkerThread(worker).start()
     try:
-        time.sleep(0.5)  # idle, waiting on its one-minute poll
+        assert waits.idle.wait(30), "the worker never went idle"
         run = engine.start(ONE_STEP, "wake").run
-        wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=15)
+        wait_for_status(engine, run.id, RunStatus.SUCCEEDED)
     finally:
-        worker.stop()
+        serving.stop()
+    assert waits.ended and all(waits.ended), "a poll timeout, not the new run, woke the worker"
