@@ -19,6 +19,7 @@ import pytest
 import typer.main
 
 from tests.cli.conftest import INFO_HASH, Cli, magnet, qbittorrent_env
+from tests.support.skips import skip_by_design
 from umt.cli.main import app
 
 UNKNOWN_RUN = "0b7c5a1e-4f7d-4a53-9a38-2c8f1d4e6b90"
@@ -192,7 +193,7 @@ def test_bad_input(
     request: pytest.FixtureRequest,
 ) -> None:
     if bad.id == "unreachable database" and not json_mode:
-        pytest.skip("the 5 s connect timeout is paid once, in JSON mode")
+        skip_by_design("the 5 s connect timeout is paid once, in JSON mode")
     run_id = ""
     if bad.setup is not None:
         run_id = cli.start()

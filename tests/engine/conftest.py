@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.support.skips import skip_by_design
 from umt.engine import (
     DrainReport,
     Engine,
@@ -50,9 +51,10 @@ def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
 def backend(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name == "sqlite" and request.node.get_closest_marker("postgres_only"):
-        pytest.skip("needs PostgreSQL: SQLite has no LISTEN/NOTIFY and no workers on other hosts")
+        skip_by_design("needs PostgreSQL: SQLite has no LISTEN/NOTIFY and no workers on other "
+                       "hosts")
     if name == "postgresql" and request.node.get_closest_marker("sqlite_only"):
-        pytest.skip("about SQLite's limits (one machine, no notifications)")
+        skip_by_design("about SQLite's limits (one machine, no notifications)")
     return name
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.skips import skip_unavailable
 from umt.media import importer
 from umt.media.importer import (
     CrossDevice,
@@ -89,7 +90,8 @@ def library(tmp_path: Path) -> Path:
 def other_filesystem(tmp_path: Path) -> Iterator[Path]:
     shm = Path("/dev/shm")
     if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
-        pytest.skip("needs /dev/shm on a filesystem other than the temporary folder's")
+        skip_unavailable("import across filesystems",
+                         "/dev/shm is not a filesystem other than the temporary folder's")
     folder = Path(tempfile.mkdtemp(prefix="umt-test-", dir=shm))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -98,7 +100,7 @@ def other_filesystem(tmp_path: Path) -> Iterator[Path]:
 @contextmanager
 def mounted_tmpfs(where: Path, options: str) -> Iterator[Path]:
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+        skip_unavailable("full disk and read-only library", "mounting a tmpfs needs root")
     where.mkdir(parents=True, exist_ok=True)
     mount = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
@@ -106,7 +108,8 @@ def mounted_tmpfs(where: Path, options: str) -> Iterator[Path]:
         text=True,
     )
     if mount.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
+        skip_unavailable("full disk and read-only library",
+                         f"this machine refuses to mount a tmpfs: {mount.stderr.strip()}")
     try:
         yield where
     finally:
@@ -360,8 +363,10 @@ def test_auto_across_filesystems_copies(downloads: Path, other_filesystem: Path)
 
 
 def test_auto_reflinks_across_btrfs_subvolumes(tmp_path: Path) -> None:
-    if os.geteuid() != 0 or shutil.which("mkfs.btrfs") is None:
-        pytest.skip("needs root and mkfs.btrfs (btrfs-progs) to make a reflink-capable filesystem")
+    if os.geteuid() != 0:
+        skip_unavailable("reflink import", "making a btrfs filesystem needs root")
+    if shutil.which("mkfs.btrfs") is None:
+        pytest.skip("needs mkfs.btrfs (btrfs-progs) to make a reflink-capable filesystem")
     image, mountpoint = tmp_path / "btrfs.img", tmp_path / "btrfs"
     with open(image, "wb") as sparse:
         sparse.truncate(128 * MiB)
@@ -372,7 +377,8 @@ def test_auto_reflinks_across_btrfs_subvolumes(tmp_path: Path) -> None:
         ["mount", "-o", "loop", str(image), str(mountpoint)], capture_output=True
     )
     if mount.returncode != 0:
-        pytest.skip(f"cannot loop-mount btrfs: {mount.stderr.decode().strip()}")
+        skip_unavailable("reflink import", "this machine refuses to loop-mount a btrfs "
+                         f"image: {mount.stderr.decode().strip()}")
     try:
         for name in ("downloads", "library"):
             subvolume = ["btrfs", "subvolume", "create", str(mountpoint / name)]
