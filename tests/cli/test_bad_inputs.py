@@ -8,9 +8,8 @@ the whole report (doctor is the exception: its JSON report is its result).
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import typer.main
 
 from tests.cli.conftest import INFO_HASH, Cli, magnet, qbittorrent_env
 from tests.support.skips import skip_by_design
+from tests.support.unprivileged import as_nobody, reachable_folder
 from umt.cli.main import app
 
 UNKNOWN_RUN = "0b7c5a1e-4f7d-4a53-9a38-2c8f1d4e6b90"
@@ -38,6 +38,8 @@ class Bad:
     qbittorrent: bool = False
     #: doctor prints its report on stdout even when a check fails.
     reports: bool = False
+    #: Run as an unprivileged user (root reads a mode-000 file).
+    unprivileged: bool = False
 
 
 BAD_INPUTS = [
@@ -84,7 +86,7 @@ BAD_INPUTS = [
     Bad("concurrency 0", ("worker", "--concurrency", "0"), 2, "Invalid value for '--concurrency'"),
     Bad("missing argument", ("cancel",), 2, "Missing argument 'RUN_ID'"),
     Bad("unreadable config file", ("runs",), 2, "cannot read config file",
-        env={"UMT_CONFIG": "{tmp}/unreadable.toml"}),
+        env={"UMT_CONFIG": "{shared}/unreadable.toml"}, unprivileged=True),
     Bad("config with an unknown key", ("runs",), 2,
         "unknown setting 'qbittorrent.passwd' (did you mean 'qbittorrent.password'?)",
         env={"UMT_CONFIG": "{tmp}/unknown-key.toml"}),
@@ -146,8 +148,6 @@ def test_every_command_that_takes_a_value_has_a_bad_input() -> None:
 def files(tmp_path: Path) -> Path:
     (tmp_path / "empty.torrent").write_bytes(b"")
     (tmp_path / "notes.torrent").write_text("these are notes, not a torrent\n")
-    (tmp_path / "unreadable.toml").write_text("[acquire]\nretention = '1d'\n")
-    (tmp_path / "unreadable.toml").chmod(0)
     (tmp_path / "unknown-key.toml").write_text("[qbittorrent]\npasswd = 'hunter2-secret'\n")
     (tmp_path / "broken.toml").write_text("[library\ndir = '/srv'\n")
     return tmp_path
@@ -167,29 +167,43 @@ def _file_state(path: Path) -> tuple[bytes, int] | None:
     return (path.read_bytes(), path.stat().st_mtime_ns) if path.exists() else None
 
 
-def _fill(text: str, tmp: Path, run_id: str) -> str:
-    return text.replace("{tmp}", str(tmp)).replace("{run}", run_id)
+def _fill(text: str, tmp: Path, run_id: str, shared: Path) -> str:
+    return text.replace("{tmp}", str(tmp)).replace("{run}", run_id).replace("{shared}",
+                                                                             str(shared))
 
 
 @pytest.fixture
-def fake_unreadable_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    """chmod 0 does not stop root: then opening unreadable.toml raises PermissionError."""
-    if os.geteuid() != 0:
-        return
-    real_open = pathlib.Path.open
+def shared() -> Iterator[Path]:
+    """Files an unprivileged user can reach but not read (tmp_path is root's alone)."""
+    with reachable_folder() as folder:
+        (folder / "unreadable.toml").write_text("[acquire]\nretention = '1d'\n")
+        (folder / "unreadable.toml").chmod(0)
+        yield folder
 
-    def guarded_open(self: Path, *args: Any, **kwargs: Any) -> Any:
-        if self.name == "unreadable.toml":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
 
-    monkeypatch.setattr(pathlib.Path, "open", guarded_open)
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def _invoke(cli: Cli, args: list[str], env: dict[str, str | None], unprivileged: bool) -> Outcome:
+    def invoke() -> list[Any]:
+        result = cli.invoke(*args, env=env)
+        return [result.exit_code, result.stdout, result.stderr]
+
+    return Outcome(*(as_nobody(invoke) if unprivileged else invoke()))
 
 
 @pytest.mark.parametrize("json_mode", [True, False], ids=["json", "human"])
 @pytest.mark.parametrize("bad", BAD_INPUTS, ids=[bad.id for bad in BAD_INPUTS])
 def test_bad_input(
-    bad: Bad, json_mode: bool, cli: Cli, files: Path, fake_unreadable_config: None,
+    bad: Bad, json_mode: bool, cli: Cli, files: Path, shared: Path,
     request: pytest.FixtureRequest,
 ) -> None:
     if bad.id == "unreachable database" and not json_mode:
@@ -199,24 +213,25 @@ def test_bad_input(
         run_id = cli.start()
         if bad.setup == "canceled":
             cli.ok("cancel", run_id)
-    env = {key: _fill(value, files, run_id) if value else value for key, value in bad.env.items()}
+    env = {key: _fill(value, files, run_id, shared) if value else value
+           for key, value in bad.env.items()}
     if bad.qbittorrent:
         instance = request.getfixturevalue("qbittorrent_for_bad_logins")
         env.update(qbittorrent_env(instance, password="wrong-password"))
-    args = [_fill(arg, files, run_id) for arg in bad.args]
+    args = [_fill(arg, files, run_id, shared) for arg in bad.args]
     if json_mode:
         args.insert(0, "--json")
 
     rows_before = _database_state(cli.db_path)
     file_before = _file_state(cli.db_path)
-    result = cli.invoke(*args, env=env)
+    result = _invoke(cli, args, env, bad.unprivileged)
     file_after = _file_state(cli.db_path)
 
     assert result.exit_code == bad.code, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("umt: error: "), lines[0]
-    assert _fill(bad.says, files, run_id) in lines[0]
+    assert _fill(bad.says, files, run_id, shared) in lines[0]
     assert "secret-pw" not in result.output and "hunter2" not in result.output
     if bad.reports:
         if json_mode:
