@@ -6,12 +6,20 @@ import subprocess
 import threading
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.engine.conftest import FAST, Effects, WorkerThread, drain, wait_for_status
+from tests.engine.conftest import (
+    FAST,
+    Effects,
+    WorkerThread,
+    drain,
+    stop_workers,
+    wait_for_status,
+    wait_until,
+)
 from umt.engine import (
     NO_RETRY,
     Engine,
@@ -187,19 +195,33 @@ def _fail_now(step: Any) -> None:
 # ---------------------------------------------------------------------------- leases
 
 
-def test_the_heartbeat_keeps_a_long_step_leased(engine: Engine, run_worker: Any) -> None:
-    """A step three times as long as the lease is not taken over by a second worker."""
+def test_the_heartbeat_keeps_a_long_step_leased(
+    engine: Engine, clocked: Engine, clock: FakeClock, run_worker: Any
+) -> None:
+    """A step lasting 1.5 times the lease is not taken over by an eager second worker. The
+    lease runs on a fake clock that the step moves forward half a lease at a time, each time
+    once a heartbeat has extended the lease past the new time: no machine is too slow."""
+    lease = FAST.lease.total_seconds()
+
     def long(step: StepContext) -> int:
-        for _ in range(60):
-            step.sleep(0.1)  # 6 s against a 2 s lease
+        for _ in range(3):
+            clock.advance(timedelta(seconds=lease / 2))
+            wanted = clock.now() + timedelta(seconds=lease * 3 / 4)
+
+            def extended(wanted: datetime = wanted) -> bool:
+                expires = engine.get(step.run_id).lease_expires_at
+                return expires is not None and expires >= wanted
+
+            wait_until(extended, message="a heartbeat extending the lease")
         return step.lease_epoch
 
     workflow = Workflow("long", "1", lambda ctx, _: ctx.step("long", long))
-    run = engine.start(workflow).run
-    run_worker([workflow])
-    run_worker([workflow])  # eager to take over anything whose lease runs out
-
-    done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=30)
+    run = clocked.start(workflow).run
+    workers = [WorkerThread(clocked.worker([workflow], FAST)).start() for _ in range(2)]
+    try:
+        done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=60)
+    finally:
+        stop_workers(workers)
     assert done.output == 1 and done.lease_epoch == 1
     assert [a.status for a in engine.attempts(run.id)] == ["succeeded"]
 
@@ -212,8 +234,8 @@ def test_a_worker_whose_own_lease_ran_out_takes_the_run_over_once(
     heartbeats_back = threading.Event()
 
     def long(step: StepContext) -> int:
-        for _ in range(40):
-            step.sleep(0.1)  # 4 s against a 2 s lease
+        while not heartbeats_back.is_set():  # outlasts the lease, however slow the machine
+            step.sleep(0.1)
         return step.lease_epoch
 
     workflow = Workflow("starved", "1", lambda ctx, _: ctx.step("long", long))
@@ -226,9 +248,8 @@ def test_a_worker_whose_own_lease_ran_out_takes_the_run_over_once(
             real_extend()
 
     thread.worker._extend_leases = frozen_then_back  # type: ignore[method-assign]
-    wait_until_epoch = time.monotonic() + 20
-    while engine.get(run.id).lease_epoch < 2 and time.monotonic() < wait_until_epoch:
-        time.sleep(0.05)
+    wait_until(lambda: engine.get(run.id).lease_epoch >= 2, timeout=60,
+               message="the worker claiming its own run again")
     heartbeats_back.set()
 
     done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=30)

@@ -108,12 +108,18 @@ class Pipeline:
             stop.set()
             thread.join(30)
 
-    def spawn_worker(self) -> subprocess.Popen[bytes]:
-        """``umt worker`` as its own process, logging to a file."""
+    def spawn_worker(self, faults: str | None = None) -> subprocess.Popen[bytes]:
+        """``umt worker`` as its own process, logging to a file. ``faults``: injected by
+        ``spikes.umt_cli`` (``SPIKE_FAULTS``, e.g. ``slow-copy=100``: copies at 100 MB/s)."""
         log = (self.root / f"worker-{len(self._processes)}.log").open("wb")
+        command = self.umt_command("worker", "--concurrency", "2")
+        env = None
+        if faults:
+            command[2] = "spikes.umt_cli"
+            env = {**os.environ, "SPIKE_FAULTS": faults}
         process = subprocess.Popen(
-            self.umt_command("worker", "--concurrency", "2"), stdout=log, stderr=log,
-            stdin=subprocess.DEVNULL, cwd=REPO, start_new_session=True,
+            command, stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO,
+            start_new_session=True, env=env,
         )
         self._processes.append(process)
         return process

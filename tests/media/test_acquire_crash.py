@@ -67,7 +67,9 @@ def test_kill_during_copy_then_restart_imports_exactly_once(
 ) -> None:
     torrent, digest = big_download
     run_id = pipeline.start(str(torrent), title="Big Sample")
-    first = pipeline.spawn_worker()
+    # A disk of 100 MB/s: the 1 GiB copy lasts 10 s or more, so it is still running at the kill
+    # however quick the machine.
+    first = pipeline.spawn_worker(faults="slow-copy=100")
     partial = wait_for_copy_in_progress(pipeline)
     Pipeline.kill(first)
     assert partial.exists(), "killed mid-copy: the temporary file is still there"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import os
 import random
 import shutil
@@ -13,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -169,13 +171,24 @@ def test_progress_is_monotonic_and_ends_with_the_total(
     assert progress.calls[-1] == (MiB, MiB)
 
 
-def test_progress_is_rate_limited(downloads: Path, library: Path) -> None:
+def test_progress_is_rate_limited(
+    downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the importer's clock, not the machine's speed: frozen, only the final call; moving
+    0.25 s per reading, at most every other chunk (the interval is 0.5 s)."""
     write_random(downloads / "a.mkv", 2 * MiB)
-    progress = Progress()
+    monkeypatch.setattr(importer, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    frozen = Progress()
+    copy(downloads / "a.mkv", library / "a.mkv", chunk_size=64 * 1024, progress=frozen)
+    assert frozen.calls == [(2 * MiB, 2 * MiB)]
 
-    copy(downloads / "a.mkv", library / "a.mkv", chunk_size=64 * 1024, progress=progress)
-
-    assert progress.calls == [(2 * MiB, 2 * MiB)]  # a copy this fast gets only the final call
+    readings = itertools.count(1000.0, 0.25)
+    monkeypatch.setattr(importer, "time", SimpleNamespace(monotonic=lambda: next(readings)))
+    paced = Progress()
+    copy(downloads / "a.mkv", library / "b.mkv", chunk_size=64 * 1024, progress=paced)
+    *between, last = paced.calls
+    assert last == (2 * MiB, 2 * MiB)
+    assert 0 < len(between) <= (2 * MiB // (64 * 1024)) // 2, between
 
 
 def test_a_cancel_between_chunks_removes_the_temporary_file(downloads: Path, library: Path) -> None:
