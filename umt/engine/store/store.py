@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from umt.engine import faults
 from umt.engine.clock import SYSTEM_CLOCK, Clock
 from umt.engine.errors import (
     IdempotencyConflict,
@@ -488,8 +487,6 @@ class Store:
             raise LeaseLost(f"run {fence.run_id} no longer exists")
         if row["lease_owner"] == fence.worker_id and row["lease_epoch"] == fence.epoch:
             return
-        if faults.broken("fencing"):
-            return
         if row["status"] == RunStatus.CANCELED and fence.phase == MAIN:
             raise RunCanceled(f"run {fence.run_id} was canceled")
         raise LeaseLost(
@@ -637,8 +634,8 @@ class Store:
             self._check_fence(session, fence)
             key = self._step_key(fence, position)
             step = session.row("get_step", **key)
-            kept = None if faults.broken("mailbox") else session.row(
-                "take_kept_signal", name=signal_name, run_id=fence.run_id, now=now)
+            kept = session.row("take_kept_signal", name=signal_name, run_id=fence.run_id,
+                               now=now)
             if kept is not None:
                 received = ReceivedSignal(kept["id"], signal_name, kept["data"])
                 session.rows("consume_signal", signal_id=kept["id"],
