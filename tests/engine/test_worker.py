@@ -6,6 +6,7 @@ import subprocess
 import threading
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -79,18 +80,30 @@ def test_a_stopped_worker_leaves_no_thread_behind(engine: Engine) -> None:
 def test_stop_lets_a_step_finish_within_the_grace_period(
     engine: Engine, effects: Effects
 ) -> None:
-    started = threading.Event()
+    started, shutting_down, release = threading.Event(), threading.Event(), threading.Event()
 
     def body(step: Any) -> str:
         started.set()
-        time.sleep(0.3)  # shorter than the grace period, and never calls check()
+        release.wait(60)  # ends only once the worker is shutting down; never calls check()
         effects.record(step)
         return "done"
 
     workflow = Workflow("graceful", "1", lambda ctx, _: ctx.step("slow", body))
     run = engine.start(workflow).run
-    worker = WorkerThread(engine.worker([workflow], FAST)).start()
+    roomy = replace(FAST, grace_period=timedelta(minutes=2))
+    worker = WorkerThread(engine.worker([workflow], roomy))
+    shut_down = worker.worker._shut_down
+
+    def shutting() -> None:
+        shutting_down.set()
+        shut_down()
+
+    worker.worker._shut_down = shutting  # type: ignore[method-assign]
+    worker.start()
     assert started.wait(20)
+    worker.stop_event.set()
+    assert shutting_down.wait(20), "the worker never began its shutdown"
+    release.set()
     worker.stop()
 
     finished = engine.get(run.id)
@@ -171,16 +184,17 @@ def test_drain_also_executes_what_its_own_executions_made_due(
         ctx.step("undo", lambda step: "undone")
 
     claim = engine.store.claim
+    workflow = Workflow("fails-then-undoes", "1", run, compensate=compensate)
+    started = engine.start(workflow).run
 
     def slow_claim(*args: Any, **kwargs: Any) -> Any:
         claims = claim(*args, **kwargs)
-        if not claims:
-            time.sleep(0.3)  # a slow answer: the execution in flight finishes meanwhile
+        if not claims:  # a slow answer: the execution in flight finishes meanwhile
+            wait_until(lambda: engine.get(started.id).status == RunStatus.FAILED,
+                       message="the execution in flight failed the run")
         return claims
 
     monkeypatch.setattr(engine.store, "claim", slow_claim)
-    workflow = Workflow("fails-then-undoes", "1", run, compensate=compensate)
-    started = engine.start(workflow).run
 
     drain(engine, [workflow])
 
