@@ -147,6 +147,36 @@ def stop_workers(workers: list[WorkerThread], timeout: float = 20.0) -> None:
             raise AssertionError(f"a worker thread crashed: {worker.error!r}") from worker.error
 
 
+class IdleWaits(threading.Event):
+    """Stands in for a worker's wake-up event and records its idle waits (those as long as the
+    poll interval): ``idle`` is set while one is under way, ``ended`` holds what each returned
+    (True: woken, False: the poll interval ran out)."""
+
+    def __init__(self, poll: float) -> None:
+        super().__init__()
+        self.poll = poll
+        self.idle = threading.Event()
+        self.ended: list[bool] = []
+
+    @classmethod
+    def watch(cls, worker: Worker) -> IdleWaits:
+        """Installs itself in ``worker`` (not started yet)."""
+        waits = cls(worker.options.poll_interval.total_seconds())
+        worker._wake = waits
+        return waits
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None or timeout < self.poll:
+            return super().wait(timeout)
+        self.idle.set()
+        try:
+            woken = super().wait(timeout)
+        finally:
+            self.idle.clear()
+        self.ended.append(woken)
+        return woken
+
+
 @pytest.fixture
 def run_worker(engine: Engine) -> Iterator[Callable[..., WorkerThread]]:
     """Starts workers in threads; every one of them is stopped after the test."""

@@ -15,6 +15,7 @@ import pytest
 from tests.engine.conftest import (
     FAST,
     Effects,
+    IdleWaits,
     WorkerThread,
     drain,
     stop_workers,
@@ -411,32 +412,11 @@ def test_postgresql_serves_workers_on_several_hosts(clocked: Engine) -> None:
     assert drain(clocked, [ONE_STEP]).executed == 1
 
 
-class IdleWaits(threading.Event):
-    """Stands in for a worker's wake-up event and records its idle waits (those as long as the
-    poll interval): ``idle`` is set once one began, ``ended`` holds what each returned (True:
-    woken, False: the poll interval ran out)."""
-
-    def __init__(self, poll: float) -> None:
-        super().__init__()
-        self.poll = poll
-        self.idle = threading.Event()
-        self.ended: list[bool] = []
-
-    def wait(self, timeout: float | None = None) -> bool:
-        if timeout is None or timeout < self.poll:
-            return super().wait(timeout)
-        self.idle.set()
-        woken = super().wait(timeout)
-        self.ended.append(woken)
-        return woken
-
-
 def test_a_new_run_wakes_an_idle_worker(engine: Engine) -> None:
     slow_poll = WorkerOptions(lease=FAST.lease, poll_interval=timedelta(minutes=10),
                               grace_period=FAST.grace_period)
     worker = engine.worker([ONE_STEP], slow_poll)
-    waits = IdleWaits(slow_poll.poll_interval.total_seconds())
-    worker._wake = waits
+    waits = IdleWaits.watch(worker)
     serving = WorkerThread(worker).start()
     try:
         assert waits.idle.wait(30), "the worker never went idle"
