@@ -29,6 +29,7 @@ def full_run() -> bool:
 
 
 def skip_by_design(reason: str) -> NoReturn:
+    __tracebackhide__ = True  # the skip is reported at the caller's line
     pytest.skip(BY_DESIGN + reason)
 
 
@@ -38,6 +39,7 @@ def unavailable(acceptance: str, why: str) -> str:
 
 
 def skip_unavailable(acceptance: str, why: str) -> NoReturn:
+    __tracebackhide__ = True
     pytest.skip(unavailable(acceptance, why))
 
 
