@@ -59,7 +59,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from umt.media.importer import import_file, partial_path
+from umt.media.importing import import_file, partial_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / ".results"

@@ -233,11 +233,11 @@ def _deaf_import_file(**replaced: Any) -> None:
 
         return import_file
 
-    _replace_function("umt.media.importer", "import_file", make)
+    _replace_function("umt.media.importing", "import_file", make)
 
 
 @breakage("uncancelable-copy", "an import does not stop when its run is canceled",
-          "umt.media.importer.import_file: check= ignored, progress= deaf to interruptions")
+          "umt.media.importing.import_file: check= ignored, progress= deaf to interruptions")
 def _uncancelable_copy() -> None:
     _deaf_import_file()
 
@@ -245,8 +245,9 @@ def _uncancelable_copy() -> None:
 @breakage("unfenced-publish", "a worker that lost its run copies on and publishes its file "
           "(no fenced write before the rename; the new owner leaves the old writer's temporary "
           "file alone, which would otherwise stop that rename as well)",
-          "umt.media.importer.import_file: check= ignored, progress= deaf to interruptions, "
-          "before_rename= dropped; umt.media.importer.remove_stray_partial: only a writer's own")
+          "umt.media.importing.import_file: check= ignored, progress= deaf to interruptions, "
+          "before_rename= dropped; umt.media.importing.remove_stray_partial: only a writer's "
+          "own")
 def _unfenced_publish() -> None:
     _deaf_import_file(before_rename=None)
 
@@ -256,18 +257,19 @@ def _unfenced_publish() -> None:
 
         return remove_stray_partial
 
-    _replace_function("umt.media.importer", "remove_stray_partial", make)
+    _replace_function("umt.media.importing", "remove_stray_partial", make)
 
 
 @breakage("no-recovery", "a re-executed import does not recognise the file it finished",
-          "umt.media.importer.verify_existing: always False")
+          "umt.media.importing.holds_import: always False")
 def _no_recovery() -> None:
-    _replace_function("umt.media.importer", "verify_existing",
+    _replace_function("umt.media.importing", "holds_import",
                       lambda original: lambda *args, **kwargs: False)
 
 
 @breakage("discard-finished", "compensation also deletes the run's finished imports",
-          "umt.media.library.discard_partial_imports: then unlinks every imported file")
+          "umt.media.library.discard_partial_imports: then unlinks every file the ledger "
+          "records as imported")
 def _discard_finished() -> None:
     from umt.records import ledger
 
@@ -276,7 +278,8 @@ def _discard_finished() -> None:
             removed = original(step)
             for entry in ledger.entries_of_this_run(step):
                 path = (entry.detail or {}).get("path")
-                if entry.operation.startswith("copy:") and entry.phase == ledger.DONE and path:
+                if entry.operation.startswith("copy:") and path and entry.phase in (
+                        ledger.DONE, ledger.VERIFIED):
                     Path(path).unlink(missing_ok=True)
             return removed
 

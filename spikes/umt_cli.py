@@ -8,9 +8,9 @@ Everything is umt's CLI (``umt.cli.main``: same commands, same JSON, same exit c
 - ``SPIKE_FAULTS``: faults injected into this process, comma separated:
   ``slow-copy=MBPS``: writes to ``*.umt-partial`` files go at most MBPS MB/s (a slow disk), so
   that a copy lasts long enough to be killed, frozen or canceled in the middle;
-  ``stop-after-rename``: right after the first rename of a ``*.umt-partial`` file onto its
+  ``stop-after-rename``: right after the first publish of a ``*.umt-partial`` file under its
   library name the process stops itself (SIGSTOP), so that the spike can kill it between the
-  rename and the commit of the step.
+  publish and the commit of the step.
 - ``UMT_ENGINE_BREAK=name,…``: the named breakages of ``spikes/breakages.py`` (each removes
   one guarantee of umt, to show that the scenario guarding it fails).
 - one more command, ``spike-start WORKFLOW@VERSION``, which starts runs of a spike workflow
@@ -73,18 +73,20 @@ def _slow_copy(bytes_per_second: float) -> None:
 
 
 def _stop_after_rename() -> None:
-    real_replace = os.replace
+    from umt.media.importing import publish as publishing
+
+    real_publish = publishing.publish_no_replace
     fired = threading.Event()
 
-    def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
-        real_replace(src, dst, *args, **kwargs)
-        if str(src).endswith(PARTIAL_SUFFIX) and not fired.is_set():
+    def publish(partial: Any, dest: Any) -> None:
+        real_publish(partial, dest)
+        if not fired.is_set():
             fired.set()
-            sys.stderr.write(f"spike fault: renamed {src} -> {dst}; stopping (SIGSTOP)\n")
+            sys.stderr.write(f"spike fault: published {partial} as {dest}; stopping (SIGSTOP)\n")
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGSTOP)
 
-    os.replace = replace
+    publishing.publish_no_replace = publish  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------------- registry

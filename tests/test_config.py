@@ -274,7 +274,7 @@ def test_unknown_keys_are_errors(tmp_path: Path, text: str, fragments: list[str]
         ('[acquire]\nretention = "-1d"\n', ["acquire.retention", "negative"]),
         ('[acquire]\nretention = "P1M"\n', ["acquire.retention", "fixed length"]),
         ("[acquire]\nretention = true\n", ["acquire.retention", "expected a duration"]),
-        ('[engine]\nlease = "0s"\n', ["engine.lease", "longer than zero"]),
+        ('[engine]\nlease = "0s"\n', ["engine.lease", "at least 1s"]),
         ("[engine]\nconcurrency = 0\n", ["engine.concurrency", "greater than or equal to 1"]),
         ('[engine]\nschema = "Bad-Name"\n', ["engine.schema", "schema name"]),
         ('[engine]\nschema = "pg_umt"\n', ["engine.schema"]),

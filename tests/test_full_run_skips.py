@@ -29,13 +29,32 @@ def test_runs():
 """
 
 
-def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-         full: bool) -> pytest.RunResult:
+MODULES_SKIPPED = {
+    "test_no_browser": """
+import pytest
+pytest.skip("chromium is missing", allow_module_level=True)
+
+def test_page():
+    pass
+""",
+    "test_no_browser_here": """
+import pytest
+from tests.support.skips import unavailable
+pytest.skip(unavailable("the browser tests", "not root"), allow_module_level=True)
+
+def test_page():
+    pass
+""",
+}
+
+
+def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, full: bool,
+         **modules: str) -> pytest.RunResult:
     if full:
         monkeypatch.setenv(FULL_RUN_ENV, "1")
     else:
         monkeypatch.delenv(FULL_RUN_ENV, raising=False)
-    pytester.makepyfile(test_example=TESTS)
+    pytester.makepyfile(**(modules or {"test_example": TESTS}))
     return pytester.runpytest_inprocess("-p", "tests.support.skips", "-rA")
 
 
@@ -57,3 +76,15 @@ def test_a_targeted_run_skips_as_usual(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _run(pytester, monkeypatch, full=False).assert_outcomes(passed=1, skipped=4)
+
+
+def test_a_module_skipped_for_missing_setup_fails_a_full_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    result = _run(pytester, monkeypatch, True, **MODULES_SKIPPED)
+    result.assert_outcomes(errors=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*skipped in a full run*chromium is missing*",
+        "*test_no_browser_here.py: the browser tests not exercised: not root",
+    ])
+    _run(pytester, monkeypatch, False, **MODULES_SKIPPED).assert_outcomes(skipped=2)

@@ -38,7 +38,7 @@ BROKEN = {
     "uncancelable-copy": ("d", "the in-flight copy stopped before its end"),
     "unfenced-publish": ("copy-freeze", "the library file was published once, by B"),
     "no-recovery": ("rename-kill", "A2 recognised the finished import"),
-    "discard-finished": ("cancel-late", "compensation kept the finished import"),
+    "discard-finished": ("cancel-retention", "the library file stays, byte for byte"),
 }
 
 

@@ -106,12 +106,30 @@ class App:
         retention: timedelta | None = None, idempotency_key: str | None = None,
     ) -> StartResult:
         """Starts (or finds) the acquisition of ``source``. Without a key, the info-hash is the
-        key: the same torrent started twice is one run."""
+        key: the same torrent started twice is one run, however its source is spelled (another
+        magnet text, trackers, name, or its .torrent file). The key is refused as a conflict
+        only when an option that changes what the run does differs."""
+        from umt.engine import IdempotencyConflict, StartResult
+        from umt.media.request import AcquireRequest
+
         request = self.acquire_request(source, title=title, retention=retention)
-        return self.engine().start(
-            self.acquire_workflow, request.model_dump(mode="json"),
-            idempotency_key=idempotency_key or source.info_hash,
-        )
+        engine = self.engine()
+        try:
+            return engine.start(
+                self.acquire_workflow, request.model_dump(mode="json"),
+                idempotency_key=idempotency_key or source.info_hash,
+            )
+        except IdempotencyConflict as conflict:
+            existing = engine.get(conflict.run_id)
+            try:
+                same = AcquireRequest.model_validate(existing.input).identity() == (
+                    request.identity()
+                )
+            except ValueError:  # the key is held by a run of another shape
+                same = False
+            if not same:
+                raise
+            return StartResult(existing, created=False)
 
     def acquire_request(
         self, source: TorrentSource, *, title: str | None = None,
@@ -124,6 +142,7 @@ class App:
             source=source.to_json(),
             info_hash=source.info_hash,
             title=title or source.name or source.info_hash,
+            title_given=bool(title),
             retention_seconds=(
                 retention if retention is not None else self.settings.acquire.retention
             ).total_seconds(),

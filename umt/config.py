@@ -33,10 +33,12 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from umt.engine.durations import InvalidDuration, parse_duration
+from umt.engine.durations import InvalidDuration, format_duration, parse_duration
 from umt.engine.store.urls import DatabaseTarget, InvalidDatabaseUrl, mask_database_url
 from umt.engine.store.urls import parse_database_url as _parse_database_url
-from umt.media.importer import ImportMode, VerifyMode
+from umt.media.importing import ImportMode, VerifyMode
+from umt.media.naming import DEFAULT_TEMPLATE, TemplateError, validate_template
+from umt.textsafe import redact_url
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -90,11 +92,21 @@ ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
 )
 
 _SECRET_KEYS: Final = frozenset({"database.url", "qbittorrent.password"})
+#: Keys whose value is a URL: shown only with userinfo and query values masked.
+_URL_KEYS: Final = frozenset({"qbittorrent.url"})
+#: Steps a worker executes at once; each holds a database connection.
+MAX_CONCURRENCY: Final = 64
+#: 63 bytes (PostgreSQL's identifiers) less the longest suffix umt derives ("_media", ".workers").
+MAX_SCHEMA_CHARS: Final = 55
+#: A value shown in an error message is cut to this many characters.
+_SHOWN_CHARS: Final = 80
 _GROUP_OR_OTHER_READABLE: Final = 0o044
 
 
 class ConfigError(Exception):
     """Unusable configuration; the one-line message names the file, key or variable."""
+
+    exit_code = 2  # bad input, as the command line reports it
 
 
 # --------------------------------------------------------------------------- database URLs
@@ -137,8 +149,42 @@ def _positive(value: timedelta) -> timedelta:
     return value
 
 
-Duration = Annotated[timedelta, BeforeValidator(_duration)]
-PositiveDuration = Annotated[timedelta, BeforeValidator(_duration), AfterValidator(_positive)]
+def _at_most(limit: timedelta) -> AfterValidator:
+    def check(value: timedelta) -> timedelta:
+        if value > limit:
+            raise ValueError(f"must be at most {format_duration(limit)}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _at_least(limit: timedelta) -> AfterValidator:
+    def check(value: timedelta) -> timedelta:
+        if value < limit:
+            raise ValueError(f"must be at least {format_duration(limit)}")
+        return value
+
+    return AfterValidator(check)
+
+
+#: The documented bounds of every duration setting (README, "Limits").
+TEN_YEARS = timedelta(days=3650)
+Duration = Annotated[timedelta, BeforeValidator(_duration), _at_most(TEN_YEARS)]
+PositiveDuration = Annotated[
+    timedelta, BeforeValidator(_duration), AfterValidator(_positive), _at_most(TEN_YEARS)
+]
+LeaseDuration = Annotated[
+    timedelta, BeforeValidator(_duration), _at_least(timedelta(seconds=1)),
+    _at_most(timedelta(hours=1)),
+]
+IntervalDuration = Annotated[
+    timedelta, BeforeValidator(_duration), AfterValidator(_positive),
+    _at_most(timedelta(hours=1)),
+]
+RequestTimeout = Annotated[
+    timedelta, BeforeValidator(_duration), AfterValidator(_positive),
+    _at_most(timedelta(minutes=10)),
+]
 
 
 def _non_empty(value: str) -> str:
@@ -168,6 +214,14 @@ def _default_database_url() -> SecretStr:
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        # A NUL cannot be part of a path, a URL or a database value: refuse it where it is read.
+        if isinstance(value, str) and "\0" in value:
+            raise ValueError("contains a NUL character")
+        return value
+
 
 class DatabaseSettings(_Section):
     url: SecretStr = Field(default_factory=_default_database_url)
@@ -189,14 +243,18 @@ class QbittorrentSettings(_Section):
     password: SecretStr | None = None
     download_dir: str | None = None
     category: NonEmptyStr = "umt"
-    timeout: PositiveDuration = timedelta(seconds=10)
+    timeout: RequestTimeout = timedelta(seconds=10)
 
     @field_validator("url")
     @classmethod
     def _check_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{value!r} is not an http(s) URL such as 'http://127.0.0.1:8080'")
+        try:
+            parts = urlsplit(value)
+            usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            usable = False
+        if not usable:
+            raise ValueError("not an http(s) URL such as 'http://127.0.0.1:8080'")
         if "@" in parts.netloc:
             raise ValueError("put credentials in qbittorrent.username/password, not in the URL")
         return value
@@ -211,7 +269,7 @@ class QbittorrentSettings(_Section):
 class LibrarySettings(_Section):
     dir: Path = Field(default_factory=lambda: default_data_dir() / "library")
     import_mode: ImportMode = "auto"
-    naming_template: str = "{title}/{filename}"
+    naming_template: str = DEFAULT_TEMPLATE
     all_files: bool = False
     verify: VerifyMode = "sha256"
 
@@ -245,6 +303,10 @@ def _check_naming_template(template: str) -> None:
         raise ValueError(f"{template!r}: placeholders must be named, e.g. '{{title}}'")
     if template.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", template):
         raise ValueError(f"{template!r} must stay inside the library (no leading '/', no '..')")
+    try:
+        validate_template(template)
+    except TemplateError as error:
+        raise ValueError(str(error)) from None
 
 
 class AcquireSettings(_Section):
@@ -253,23 +315,27 @@ class AcquireSettings(_Section):
 
 
 class EngineSettings(_Section):
-    lease: PositiveDuration = timedelta(seconds=30)
-    poll_interval: PositiveDuration = timedelta(seconds=5)
-    sqlite_poll_interval: PositiveDuration = timedelta(seconds=0.2)
+    lease: LeaseDuration = timedelta(seconds=30)
+    poll_interval: IntervalDuration = timedelta(seconds=5)
+    sqlite_poll_interval: IntervalDuration = timedelta(seconds=0.2)
     signal_ttl: PositiveDuration = timedelta(days=7)
-    concurrency: int = Field(default=4, ge=1)
+    concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
     # "schema" would shadow BaseModel.schema(), hence the alias; the TOML key stays "schema".
     db_schema: str = Field(default="umt", alias="schema")
 
     @field_validator("db_schema")
     @classmethod
     def _check_schema(cls, value: str) -> str:
-        # The name is spliced into SQL (schemas cannot be bound parameters), so keep it plain.
-        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value) or value.startswith("pg_"):
+        # The name is spliced into SQL (schemas cannot be bound parameters), so keep it plain,
+        # and short enough that the names derived from it ("<schema>_media", the notification
+        # channel "<schema>.workers") fit PostgreSQL's 63-byte identifiers uncut.
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", value) or value.startswith("pg_"):
             raise ValueError(
-                f"{value!r} is not a plain PostgreSQL schema name"
+                "not a plain PostgreSQL schema name"
                 " (lowercase letters, digits, '_'; not starting with a digit or 'pg_')"
             )
+        if len(value) > MAX_SCHEMA_CHARS:
+            raise ValueError(f"longer than {MAX_SCHEMA_CHARS} characters")
         return value
 
 
@@ -440,9 +506,20 @@ def _env_values(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     for dotted, name in ENV_VARS.items():
         value = environ.get(name)
         if value:
+            if not _is_utf8(value):
+                raise ConfigError(f"environment variable {name} is not valid UTF-8")
             section, key = dotted.split(".")
             values.setdefault(section, {})[key] = value
     return values
+
+
+def _is_utf8(text: str) -> bool:
+    """False for text the OS decoded with surrogate escapes (bytes that are not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _merge(
@@ -488,7 +565,10 @@ def _shown_input(dotted: str, value: object) -> str:
     # Only plain scalars of non-secret keys: a table could carry a password along with it.
     if dotted in _SECRET_KEYS or not isinstance(value, str | int | float):
         return ""
-    return f" = {value!r}"
+    if dotted in _URL_KEYS and isinstance(value, str):
+        value = redact_url(value)
+    text = repr(value)
+    return f" = {text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + '…'}"
 
 
 def _secret_keys(file_data: Mapping[str, Any]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["printable"]
+__all__ = ["printable", "redact_url"]
 
 #: Bidirectional overrides and isolates: they reorder what the terminal shows
 #: ("exe.mkv" shown as "vkm.exe").
@@ -44,3 +44,21 @@ def _is_control(ch: str) -> bool:
     # Cc: C0/C1 controls and DEL; Cs: lone surrogates (undecodable bytes from the OS);
     # Zl/Zp: line and paragraph separators, which break a table's lines like a newline.
     return unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (userinfo) and every query value masked, to be shown."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(an unparseable URL)"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "&".join(
+        f"{pair.partition('=')[0]}=***" if "=" in pair else pair
+        for pair in parts.query.split("&")
+    ) if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))

@@ -31,6 +31,9 @@ missing_system_packages() {
     if ! command -v mkfs.btrfs >/dev/null; then echo btrfs-progs; fi
     if ! command -v mount >/dev/null || ! command -v losetup >/dev/null; then echo mount; fi
     if ! command -v runuser >/dev/null; then echo util-linux; fi
+    # The browser tests of `umt web` drive Debian's chromium (Playwright's download is not used).
+    # Without root they are skipped instead (see tests/web/browser).
+    if [[ ! -x /usr/bin/chromium && $(id -u) -eq 0 ]]; then echo chromium; fi
     # Debian's python3 cannot create virtualenvs without python3-venv (ensurepip).
     if [[ ! -x $VENV/bin/python ]]; then
         if ! python=$(find_python); then

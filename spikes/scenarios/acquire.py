@@ -49,15 +49,15 @@ def _start(case: Case, hash_hex: str, name: str, *extra: str) -> str:
     return str(result.json["run_id"])
 
 
-def _signaled_acquisition(case: Case, label: str, name: str, size: int,
-                          *extra: str) -> tuple[FakeQbittorrent, str, str]:
+def _signaled_acquisition(case: Case, label: str, name: str,
+                          size: int) -> tuple[FakeQbittorrent, str, str]:
     """(fake, hash, run id): a torrent prepared in the fake qBittorrent, its done signal sent
-    ahead, and its acquisition started (``extra``: more ``start-acquire`` arguments)."""
+    ahead, and its acquisition started."""
     fake = case.fake_qbittorrent()
     hash_hex = info_hash(f"{label}-{case.backend}")
     fake.prepare(hash_hex, name, size)
     case.umt("signal", f"download-done:{hash_hex}")
-    return fake, hash_hex, _start(case, hash_hex, name, *extra)
+    return fake, hash_hex, _start(case, hash_hex, name)
 
 
 def _partials(case: Case) -> list[Path]:
@@ -315,47 +315,14 @@ def cancel_mid_copy(case: Case) -> None:
           f"file (at most {largest[0] >> 20} of 64 MiB) was removed")
     check(all(status == "(never started)" for status in later),
           "no later step ran (register, retention, cleanup never started)")
-    check([s["name"] for s in compensation] == ["discard-partial-imports", "remove-torrent"]
+    check([s["name"] for s in compensation] == ["discard-partial-imports",
+                                                 "catalog-kept-imports", "remove-torrent"]
           and all(s["status"] == "succeeded" for s in compensation)
           and not fake.live_torrents() and not source.exists()
           and not library_files(case),
           "compensation removed the torrent the run added and its data; nothing in the library")
     check(run.status == "canceled" and late.code == 1 and "canceled" in late.stderr,
           "a later signal to the run is refused: " + case.shorten(late.error_line))
-
-
-# ---------------------------------------------------------------------- late cancel
-
-
-@scenario("cancel-late", "Cancel after the import: compensation keeps the finished library file",
-          setup=FAKE)
-def cancel_after_import(case: Case) -> None:
-    case.section.summary = (
-        "An acquisition imports its film, registers it and sleeps in `retention` (1 h). "
-        "`umt cancel --wait` then runs its compensation, which discards unfinished imports: "
-        "a finished one is the user's film now and must stay in the library, intact.")
-    case.configure(poll="0.5s")
-    migrate(case)
-    fake, hash_hex, run_id = _signaled_acquisition(case, "late-cancel", "Late Film", 4 << 20,
-                                                   "--retention", "1h")
-    case.worker("A")
-    case.wait_run(run_id, ["sleeping"], 40)
-    imported = library_files(case)
-    cancel = case.umt("cancel", run_id, "--wait", "30s")
-    show = case.umt("show", run_id, show=False).json or {}
-    attempts_block(case, show)
-    case.ledger_block(case.ledger(run_id))
-    files = library_files(case)
-    compensation = [s for s in show.get("steps", []) if s["phase"] == "compensation"]
-    case.section.block([f"library before the cancel: {[case.shorten(str(p)) for p in imported]}",
-                        f"library after compensation: {[case.shorten(str(p)) for p in files]}"])
-    check = case.section.check
-    check(cancel.code == 0 and (cancel.json or {}).get("compensation") == "succeeded"
-          and [s["name"] for s in compensation] == ["discard-partial-imports"],
-          "umt cancel --wait: canceled, compensation (discard-partial-imports) succeeded")
-    check(len(imported) == 1 and files == imported
-          and sha256_of(files[0]) == fake.content_sha256(hash_hex),
-          "compensation kept the finished import: the library file is still there, intact")
 
 
 # ---------------------------------------------------------------------- (f) idempotency
@@ -555,15 +522,15 @@ def killed_between_rename_and_commit(case: Case) -> None:
                 "SPIKE_FAULTS=slow-copy=16)")
 def frozen_mid_copy(case: Case) -> None:
     case.section.summary = (
-        "Worker A copies a 64 MiB film at 16 MB/s and is frozen (SIGSTOP). Its 2 s lease "
-        "expires; worker B takes the run over and starts the copy again (each writer has a "
+        "Worker A copies a 64 MiB film at 16 MB/s and is frozen (SIGSTOP) at 16 MiB. Its 2 s "
+        "lease expires; worker B takes the run over and starts the copy again (each writer has a "
         "temporary name of its own). A is resumed while B is still copying: A must stop "
         "without touching B's temporary file, and B's copy must complete on its first attempt.")
     case.configure(lease="2s", poll="0.5s")
     migrate(case)
     fake, hash_hex, run_id = _signaled_acquisition(case, "copy-freeze", "Frozen Film", 64 << 20)
     a = case.worker("A", workflows=["acquire"], faults="slow-copy=16")
-    wait_until(lambda: [p for p in _partials(case) if _size(p) >= 8 << 20], 60, interval=0.05)
+    wait_until(lambda: [p for p in _partials(case) if _size(p) >= 16 << 20], 60, interval=0.05)
     a.send(signal.SIGSTOP)
     a_partials = set(_partials(case))
     b = case.worker("B", workflows=["acquire"], faults="slow-copy=16")
@@ -603,10 +570,12 @@ def frozen_mid_copy(case: Case) -> None:
           "B's copy succeeded on its first attempt (" + ", ".join(
               f"{x['status']}: {(x.get('error') or {}).get('message', '')[:80]}"
               for x in b_attempts) + ")")
-    check(len(published.inodes) == 1 and len(files) == 1
-          and files[0].stat().st_ino in published.inodes,
-          "the library file was published once, by B: one file from its first sighting on "
-          f"({len(published.inodes)} different file(s) seen at the library name)")
+    b_done = [r for r in case.ledger(run_id) if r["operation"].startswith("copy:")
+              and r["phase"] == "done" and labels.get(str(r["worker_id"])) == "B"]
+    b_inode = (b_done[0]["detail"] or {}).get("inode") if b_done else None
+    check(len(files) == 1 and published.inodes == {b_inode} == {files[0].stat().st_ino},
+          "the library file was published once, by B: the file B recorded is the only one "
+          f"ever seen at the library name ({len(published.inodes)} seen)")
     check(len(files) == 1 and sha256_of(files[0]) == fake.content_sha256(hash_hex)
           and not _partials(case), "one intact library file, no partial one")
 
@@ -639,3 +608,106 @@ class _LibraryWatch:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
+
+
+# ---------------------------------------------------------------------- library integrity
+
+
+@scenario("path-race", "Two runs racing for one library path: one file, one owner",
+          setup="umt CLI; fake qBittorrent; one worker with a slow disk (`spikes.umt_cli`, "
+                "SPIKE_FAULTS=slow-copy=16 MB/s) and concurrency 2, so both runs copy at once")
+def racing_for_one_path(case: Case) -> None:
+    case.section.summary = (
+        "Two different torrents, each a folder with a 24 MiB `Race Film.mkv`, started with the "
+        "same `--name`: both map to `Race Film/Race Film.mkv`. Their done signals are sent "
+        "ahead and one worker executes both at once on a slow disk. The library path is "
+        "claimed before a byte is written: one run must import its file, the other must fail "
+        "naming the holder, and keep its download.")
+    case.configure(poll="0.5s", concurrency=2)
+    migrate(case)
+    fake = case.fake_qbittorrent()
+    hashes = [info_hash(f"race-{n}-{case.backend}") for n in (1, 2)]
+    for n, hash_hex in enumerate(hashes, start=1):
+        # Two releases, each a folder of its own holding a `Race Film.mkv`.
+        fake.prepare(hash_hex, f"Race Film release {n}", 24 << 20,
+                     files=[("Race Film.mkv", 24 << 20), ("release.nfo", 100)])
+        case.umt("signal", f"download-done:{hash_hex}")
+    run_ids = [_start(case, hash_hex, "Race Film", "--name", "Race Film") for hash_hex in hashes]
+    case.worker("A", workflows=["acquire"], faults="slow-copy=16")
+    runs = [case.settled(run_id, 120) for run_id in run_ids]
+    for run_id in run_ids:
+        case.ledger_block([r for r in case.ledger(run_id) if r["operation"].startswith("copy:")],
+                          title=f"ledger of {run_id[:8]}")
+    winners = [i for i, run in enumerate(runs) if run.status == "succeeded"]
+    losers = [i for i, run in enumerate(runs) if run.status == "failed"]
+    files = library_files(case)
+    destination = case.library / "Race Film" / "Race Film.mkv"
+    live = {t.info_hash for t in fake.live_torrents()}
+    case.section.block([
+        f"statuses: {[run.status for run in runs]}",
+        f"library: {[case.shorten(str(p)) for p in files]}",
+        f"torrents still in qBittorrent: {sorted(h[:8] for h in live)}",
+    ])
+    check = case.section.check
+    check(len(winners) == 1 and len(losers) == 1,
+          f"one run succeeded, one failed ({[run.status for run in runs]})")
+    if len(winners) != 1 or len(losers) != 1:
+        return
+    winner, loser = winners[0], losers[0]
+    message = str((runs[loser].error or {}).get("message", ""))
+    check(f"library path {destination} is held by run {run_ids[winner]}" in message,
+          f"the loser names the holder: {message[:160]}")
+    check(files == [destination]
+          and sha256_of(destination) == fake.content_sha256(hashes[winner]),
+          "one library file, with the winner's content, byte for byte")
+    loser_torrent = fake.torrents[hashes[loser]]
+    check(hashes[loser] in live and Path(loser_torrent.content_path).exists(),
+          "the loser's torrent and its downloaded data are still there")
+    catalog = case.umt("catalog").json or []
+    check([item.get("run_id") for item in catalog] == [run_ids[winner]],
+          "one catalog entry, the winner's")
+
+
+@scenario("cancel-retention", "Cancel during retention: seeding stops, the import stays",
+          setup="umt CLI and `umt worker`; real qbittorrent-nox (seeder + the client umt "
+                "drives), umt's finish hook installed in it")
+def cancel_during_retention(case: Case) -> None:
+    case.section.summary = (
+        "A real acquisition with a 1 h retention; once it sleeps (imported, seeding), "
+        "`umt cancel`. The torrent and its downloaded data must go; the library file and its "
+        "catalog entry must stay.")
+    from tests.support.qbittorrent import make_payload
+
+    swarm, leecher = case.spikes.real_qbittorrent()
+    case.configure(qbittorrent=(leecher.url, leecher.username, leecher.password,
+                                leecher.download_dir), import_mode="copy", poll="1s")
+    migrate(case)
+    seed_dir = case.dir / "seed"
+    payload_hash = make_payload(seed_dir, "Kept Film.mkv", 4 << 20, seed=11)
+    seeded = swarm.seed(seed_dir / "Kept Film.mkv")
+    torrent_file = case.dir / "kept.torrent"
+    torrent_file.write_bytes(seeded.torrent_bytes)
+    case.umt("qbittorrent", "install-hook", show=False)
+    started = case.umt("start-acquire", str(torrent_file), "--retention", "1h")
+    run_id = str((started.json or {}).get("run_id"))
+    case.worker("A")
+    sleeping = case.wait_run(run_id, lambda r: r.status == "sleeping" or r.finished, 90)
+    [before] = leecher.client().torrents_info(torrent_hashes=seeded.info_hash) or [None]
+    content = Path(before.content_path) if before is not None else None
+    cancel = case.umt("cancel", run_id, "--wait", "60")
+    run = case.settled(run_id, 60)
+    show = case.umt("show", run_id, show=False).json or {}
+    attempts_block(case, show)
+    case.ledger_block(case.ledger(run_id))
+    leftover = leecher.client().torrents_info(torrent_hashes=seeded.info_hash)
+    files = library_files(case)
+    catalog = case.umt("catalog").json or []
+    check = case.section.check
+    check(sleeping.status == "sleeping", f"the run slept in retention ({sleeping.status})")
+    check(cancel.code == 0 and run.status == "canceled" and run.compensation == "succeeded",
+          f"canceled, compensation {run.compensation}")
+    check(not leftover and content is not None and not content.exists(),
+          "the torrent and its downloaded data are gone from qBittorrent")
+    check(len(files) == 1 and sha256_of(files[0]) == payload_hash,
+          "the library file stays, byte for byte")
+    check([item.get("run_id") for item in catalog] == [run_id], "its catalog entry stays")

@@ -43,7 +43,7 @@ def test_migrate_tables_start_signal_cancel_status(pg_cli: Cli) -> None:
     assert tables.returncode == 0, tables.stderr
     assert tables.stdout.split() == [
         "umt.attempts", "umt.runs", "umt.schema_migrations", "umt.signals", "umt.steps",
-        "umt.workers", "umt_media.catalog", "umt_media.ledger",
+        "umt.workers", "umt_media.catalog", "umt_media.ledger", "umt_media.library_claims",
     ]
 
     started = _json(pg_cli.run("start-acquire", magnet(), "--json"))

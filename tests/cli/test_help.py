@@ -38,7 +38,7 @@ def test_every_command_is_listed() -> None:
     assert {"start-acquire", "signal", "cancel", "worker", "resume", "tables", "runs", "status",
             "show", "catalog", "doctor", "db migrate", "db status", "db gc",
             "qbittorrent install-hook", "qbittorrent show-hook",
-            "hook download-done"} <= names
+            "hook download-done", "web"} <= names
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) or "umt" for p in COMMANDS])

@@ -33,6 +33,7 @@ class Pipeline:
     library_dir: Path | None = None
     retention: str = "2s"
     lease: str = "3s"
+    all_files: bool = False
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -53,6 +54,7 @@ class Pipeline:
             "[qbittorrent]", f'url = "{self.client.url}"', f'username = "{self.client.username}"',
             f'password = "{self.client.password}"', f'download_dir = "{self.client.download_dir}"',
             "[library]", f'dir = "{self.library}"', f'import_mode = "{self.import_mode}"',
+            f"all_files = {'true' if self.all_files else 'false'}",
             "[acquire]", f'retention = "{self.retention}"', 'download_timeout = "10m"',
             "[engine]", f'lease = "{self.lease}"', 'poll_interval = "1s"',
             'sqlite_poll_interval = "0.1s"', "",

@@ -1,4 +1,4 @@
-"""umt.media.importer on real filesystems: /tmp (ext4 here), /dev/shm, and mounts made as root."""
+"""umt.media.importing on real filesystems: /tmp (ext4 here), /dev/shm, and mounts made as root."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 
 from tests.support.skips import skip_unavailable
-from umt.media import importer
-from umt.media.importer import (
+from umt.media import importing as importer
+from umt.media.importing import (
     CrossDevice,
     DestinationExists,
     ImportPermissionError,
@@ -29,13 +29,14 @@ from umt.media.importer import (
     NoSpace,
     SourceChanged,
     UnsafePath,
+    copying,
     ensure_dir_inside,
     import_file,
     partial_path,
     remove_empty_dirs,
     remove_stray_partial,
-    verify_existing,
 )
+from umt.media.importing import publish as publishing
 
 MiB = 1024 * 1024
 
@@ -129,8 +130,10 @@ def test_copy_writes_identical_bytes_with_their_sha256_and_leaves_only_the_file(
 
     result = copy(downloads / "movie.mkv", library / "movie.mkv", progress=progress)
 
+    published = (library / "movie.mkv").stat()
     assert result == ImportResult(
-        library / "movie.mkv", len(data), hashlib.sha256(data).hexdigest(), "copy"
+        library / "movie.mkv", len(data), hashlib.sha256(data).hexdigest(), "copy",
+        published.st_dev, published.st_ino, published.st_mtime_ns,
     )
     assert (library / "movie.mkv").read_bytes() == data
     assert os.listdir(library) == ["movie.mkv"]
@@ -159,7 +162,7 @@ def test_copy_of_an_empty_file(downloads: Path, library: Path) -> None:
 def test_progress_is_monotonic_and_ends_with_the_total(
     downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(importer, "PROGRESS_INTERVAL_SECONDS", 0.0)
+    monkeypatch.setattr(copying, "PROGRESS_INTERVAL_SECONDS", 0.0)
     write_random(downloads / "a.mkv", 1 * MiB)
     progress = Progress()
 
@@ -177,13 +180,13 @@ def test_progress_is_rate_limited(
     """On the importer's clock, not the machine's speed: frozen, only the final call; moving
     0.25 s per reading, at most every other chunk (the interval is 0.5 s)."""
     write_random(downloads / "a.mkv", 2 * MiB)
-    monkeypatch.setattr(importer, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    monkeypatch.setattr(copying, "time", SimpleNamespace(monotonic=lambda: 1000.0))
     frozen = Progress()
     copy(downloads / "a.mkv", library / "a.mkv", chunk_size=64 * 1024, progress=frozen)
     assert frozen.calls == [(2 * MiB, 2 * MiB)]
 
     readings = itertools.count(1000.0, 0.25)
-    monkeypatch.setattr(importer, "time", SimpleNamespace(monotonic=lambda: next(readings)))
+    monkeypatch.setattr(copying, "time", SimpleNamespace(monotonic=lambda: next(readings)))
     paced = Progress()
     copy(downloads / "a.mkv", library / "b.mkv", chunk_size=64 * 1024, progress=paced)
     *between, last = paced.calls
@@ -230,7 +233,9 @@ def test_before_rename_sees_the_complete_file_and_its_failure_publishes_nothing(
     with pytest.raises(Canceled):
         copy(downloads / "a.mkv", dest, before_rename=lease_lost)
 
-    assert seen == [ImportResult(dest, len(data), hashlib.sha256(data).hexdigest(), "copy")]
+    assert [(r.dest, r.size, r.sha256, r.method) for r in seen] == [
+        (dest, len(data), hashlib.sha256(data).hexdigest(), "copy")
+    ]
     assert os.listdir(library) == []
 
 
@@ -299,12 +304,64 @@ def test_an_existing_library_file_is_not_overwritten(downloads: Path, library: P
     data = write_random(downloads / "a.mkv", 1000)
     (library / "a.mkv").write_text("someone else's file")
 
-    with pytest.raises(DestinationExists):
-        copy(downloads / "a.mkv", library / "a.mkv")
+    for mode in ("copy", "auto", "hardlink"):
+        with pytest.raises(DestinationExists, match="never replaces a library file"):
+            copy(downloads / "a.mkv", library / "a.mkv", mode=mode)
     assert (library / "a.mkv").read_text() == "someone else's file"
+    assert os.listdir(library) == ["a.mkv"]
+    assert (downloads / "a.mkv").read_bytes() == data
 
-    copy(downloads / "a.mkv", library / "a.mkv", overwrite=True)
+
+@pytest.mark.parametrize("renameat2", [True, False], ids=["renameat2", "link-fallback"])
+@pytest.mark.parametrize("mode", ["copy", "hardlink"])
+def test_a_file_that_appears_while_importing_is_never_replaced(
+    downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch, renameat2: bool, mode: str
+) -> None:
+    """The check before the copy is not the guarantee: the publish itself refuses to replace."""
+    if not renameat2:
+        monkeypatch.setattr(publishing, "_rename_noreplace", lambda partial, dest: False)
+    write_random(downloads / "a.mkv", 300_000)
+    dest = library / "a.mkv"
+
+    def another_writer_got_there_first(result: ImportResult) -> None:
+        dest.write_bytes(b"the other run's content")
+
+    with pytest.raises(DestinationExists):
+        copy(downloads / "a.mkv", dest, mode=mode, before_rename=another_writer_got_there_first)
+    assert dest.read_bytes() == b"the other run's content"
+    assert os.listdir(library) == ["a.mkv"]
+
+
+@pytest.mark.parametrize("renameat2", [True, False], ids=["renameat2", "link-fallback"])
+def test_a_publish_leaves_one_name_holding_the_complete_file(
+    downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch, renameat2: bool
+) -> None:
+    if not renameat2:
+        monkeypatch.setattr(publishing, "_rename_noreplace", lambda partial, dest: False)
+    data = write_random(downloads / "a.mkv", 300_000)
+    result = copy(downloads / "a.mkv", library / "a.mkv")
+    assert os.listdir(library) == ["a.mkv"]
     assert (library / "a.mkv").read_bytes() == data
+    assert (result.device, result.inode) == (
+        (library / "a.mkv").stat().st_dev, (library / "a.mkv").stat().st_ino
+    )
+
+
+def test_an_import_is_recognised_by_its_identity_never_by_an_equal_size(
+    downloads: Path, library: Path
+) -> None:
+    write_random(downloads / "a.mkv", 4096)
+    result = copy(downloads / "a.mkv", library / "a.mkv")
+    detail = {"size": result.size, "device": result.device, "inode": result.inode,
+              "mtime_ns": result.mtime_ns, "sha256": result.sha256}
+    assert importer.holds_import(library / "a.mkv", detail)
+
+    (library / "a.mkv").unlink()
+    (library / "a.mkv").write_bytes(os.urandom(4096))  # another file of the same size
+    assert not importer.holds_import(library / "a.mkv", detail)
+    without_identity = {"size": 4096, "sha256": result.sha256}
+    assert not importer.holds_import(library / "a.mkv", without_identity)
+    assert not importer.holds_import(library / "a.mkv", {"size": 4096, "sha256": None})
 
 
 def test_a_missing_destination_folder_is_an_import_failure(downloads: Path, library: Path) -> None:
@@ -459,21 +516,6 @@ def test_a_read_only_destination_raises_a_permission_error(downloads: Path, tmp_
 
 
 # --------------------------------------------------------------------------- re-execution helpers
-
-
-def test_verify_existing(downloads: Path, library: Path) -> None:
-    data = write_random(library / "a.mkv", 10_000)
-    digest = hashlib.sha256(data).hexdigest()
-    (library / "link.mkv").symlink_to(library / "a.mkv")
-
-    assert verify_existing(library / "a.mkv", size=10_000, sha256=digest)
-    assert verify_existing(library / "a.mkv", size=10_000, sha256=digest, full_check=True)
-    assert verify_existing(library / "a.mkv", size=10_000, sha256=None, full_check=True)
-    assert not verify_existing(library / "a.mkv", size=9_999, sha256=digest)
-    assert not verify_existing(library / "a.mkv", size=10_000, sha256="0" * 64, full_check=True)
-    assert not verify_existing(library / "missing.mkv", size=10_000, sha256=None)
-    assert not verify_existing(library / "link.mkv", size=10_000, sha256=None)
-    assert not verify_existing(library, size=10_000, sha256=None)
 
 
 def test_ensure_dir_inside_creates_and_reports_the_missing_folders(library: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from umt.media.importer import ensure_dir_inside, import_file
+from umt.media.importing import ensure_dir_inside, import_file
 from umt.media.naming import (
     FIELDS,
     TemplateError,

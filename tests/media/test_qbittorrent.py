@@ -328,7 +328,7 @@ def test_torrent_info_from_api() -> None:
 def test_repr_hides_the_password() -> None:
     client = QbtClient("http://user:pw-in-url@127.0.0.1:1", "umt", "s3cret-value")
     assert "s3cret-value" not in repr(client) and "pw-in-url" not in repr(client)
-    assert client.url == "http://127.0.0.1:1"
+    assert client.url == "http://***@127.0.0.1:1"
 
 
 def test_unreachable_port_is_unavailable_quickly() -> None:

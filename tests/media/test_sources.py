@@ -338,3 +338,119 @@ def test_source_is_frozen() -> None:
     source = parse_source(f"magnet:?xt=urn:btih:{HEX}")
     with pytest.raises(AttributeError):
         source.name = "changed"  # type: ignore[misc]
+
+
+# --- every spelling of one torrent, bounds of the parser -----------------------------------
+
+
+def _bencode(value: object) -> bytes:
+    if isinstance(value, int):
+        return b"i%de" % value
+    if isinstance(value, bytes):
+        return b"%d:%s" % (len(value), value)
+    if isinstance(value, list):
+        return b"l" + b"".join(_bencode(item) for item in value) + b"e"
+    assert isinstance(value, dict)
+    return b"d" + b"".join(_bencode(k) + _bencode(v) for k, v in sorted(value.items())) + b"e"
+
+
+def _many_files_torrent(count: int) -> bytes:
+    files = [{b"length": 1000 + i, b"path": [b"d%d" % (i % 50), b"f%06d.mkv" % i]}
+             for i in range(count)]
+    total = sum(f[b"length"] for f in files)
+    piece = 1 << 20
+    info = {b"name": b"Big", b"piece length": piece, b"files": files,
+            b"pieces": b"\1" * 20 * -(-total // piece)}
+    return _bencode({b"announce": b"http://127.0.0.1:1/a", b"info": info})
+
+
+@pytest.mark.timeout(60)
+def test_a_torrent_of_100000_files_parses_in_one_linear_pass(tmp_path: Path) -> None:
+    """torf took more than ten minutes on this; the bound is a hang guard, not a speed test."""
+    data = _many_files_torrent(100_000)
+    source = parse_source(_write(tmp_path, data))
+    assert len(source.files) == 100_000
+    assert source.files[99_999] == SourceFile("Big/d49/f099999.mkv", 100_999)
+    assert source.total_size == sum(1000 + i for i in range(100_000))
+
+
+def test_more_files_than_the_limit_are_refused(tmp_path: Path) -> None:
+    from umt.media.sources import MAX_TORRENT_FILES
+
+    with pytest.raises(InvalidSource, match=f"at most {MAX_TORRENT_FILES} per torrent"):
+        parse_source(_write(tmp_path, _many_files_torrent(MAX_TORRENT_FILES + 1)))
+
+
+def _write(tmp_path: Path, data: bytes) -> str:
+    path = tmp_path / "t.torrent"
+    path.write_bytes(data)
+    return str(path)
+
+
+def _single_info(**extra: object) -> dict[bytes, object]:
+    info: dict[bytes, object] = {b"name": b"a.mkv", b"length": 5, b"piece length": 16384,
+                                 b"pieces": b"\1" * 20}
+    info.update({key.replace("_", " ").encode(): value for key, value in extra.items()})
+    return info
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"l" * 40 + b"e" * 40, "nested deeper than"),
+        (b"d4:infod4:name1:a4:name1:bee", "duplicate dictionary key"),
+        (_bencode({b"info": {b"name": b"a", b"meta version": 2, b"piece length": 16384,
+                             b"file tree": {}}}), "v2-only torrent"),
+        (_bencode({b"info": _single_info(pieces=b"\1" * 40)}), "2 piece hashes for 5 bytes"),
+        (_bencode({b"info": _single_info(name=b"a\0b")}), "contains a NUL character"),
+        (_bencode({b"info": _single_info(name=b"x" * 1025)}), "longer than 1024 bytes"),
+        (_bencode({b"info": _single_info(length=-1)}), "no valid length"),
+        (b"d4:infoi9999999999999999999999e", "bad integer"),
+        (b"d4:info99999999999999:e", "bad bencode"),
+    ],
+)
+def test_hostile_torrents_are_refused(tmp_path: Path, data: bytes, message: str) -> None:
+    with pytest.raises(InvalidSource, match=message):
+        parse_source(_write(tmp_path, data))
+
+
+def test_hybrid_torrent_keeps_its_v1_hash(tmp_path: Path) -> None:
+    info = _single_info(meta_version=2, file_tree={b"a.mkv": {b"": {b"length": 5}}})
+    source = parse_source(_write(tmp_path, _bencode({b"info": info})))
+    assert source.info_hash == hashlib.sha1(_bencode(info)).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "magnet",
+    [
+        f"magnet:?xt=urn:btih:{HEX}",
+        f"magnet:?xt=urn:btih:{HEX.upper()}",
+        f"magnet:?xt=urn:btih:{BASE32}",
+        f"magnet:?xt=urn:btih:{BASE32.lower()}&dn=Other+Name",
+        f"magnet:?tr=http%3A%2F%2Ft1%2Fa&dn=x&xt=urn:btih:{HEX}&tr=udp%3A%2F%2Ft2",
+        f"magnet:?XT=urn:BtIh:{HEX}&DN=x",
+        f"magnet:?xt=urn:btmh:1220{'cd' * 32}&xt=urn:btih:{HEX}&xt=urn:btih:{BASE32}",
+    ],
+)
+def test_every_spelling_of_a_magnet_gives_one_info_hash(magnet: str) -> None:
+    assert parse_source(magnet).info_hash == HEX
+
+
+@pytest.mark.parametrize(
+    ("magnet", "message"),
+    [
+        (f"magnet:?xt=urn:btih:{HEX}&xt=urn:btih:{'a' * 40}", "several different v1"),
+        (f"magnet:?xt=urn:btih:{HEX}&dn=a%00b", "NUL character"),
+        (f"magnet:?xt=urn:btih:{HEX}&dn={'x' * 1025}", "longer than 1024 bytes"),
+        (f"magnet:?xt=urn:btih:{HEX}&tr={'x' * 70_000}", "longer than 65536 characters"),
+    ],
+)
+def test_hostile_magnets_are_refused(magnet: str, message: str) -> None:
+    with pytest.raises(InvalidSource, match=message):
+        parse_source(magnet)
+
+
+def test_error_messages_do_not_echo_a_whole_hostile_argument() -> None:
+    with pytest.raises(InvalidSource) as info:
+        parse_source("gopher://" + "y" * 10_000)
+    assert len(str(info.value)) < 200

@@ -48,11 +48,28 @@ def skip_unavailable(acceptance: str, why: str) -> NoReturn:
 _not_exercised = pytest.StashKey[list[str]]()
 
 
-def _skip_reason(report: pytest.TestReport) -> str:
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
     longrepr: Any = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
         return str(longrepr[2]).removeprefix("Skipped: ")
     return str(longrepr)
+
+
+def _judge(report: pytest.TestReport | pytest.CollectReport, config: pytest.Config) -> None:
+    """In a full run, turns a skip for missing set-up into a failure; records the acceptance
+    points this machine cannot exercise."""
+    if not full_run() or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report)
+    if reason.startswith(BY_DESIGN):
+        return
+    if reason.startswith(UNAVAILABLE):
+        config.stash.setdefault(_not_exercised, []).append(
+            f"{report.nodeid}: {reason.removeprefix(UNAVAILABLE)}")
+        return
+    report.outcome = "failed"
+    report.longrepr = (f"skipped in a full run, which must exercise everything this machine "
+                       f"can: {reason} (missing set-up? see scripts/lib/bootstrap.sh)")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -60,19 +77,14 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None],
 ) -> Generator[None, Any, None]:
     outcome = yield
-    report: pytest.TestReport = outcome.get_result()
-    if not full_run() or not report.skipped or hasattr(report, "wasxfail"):
-        return
-    reason = _skip_reason(report)
-    if reason.startswith(BY_DESIGN):
-        return
-    if reason.startswith(UNAVAILABLE):
-        item.config.stash.setdefault(_not_exercised, []).append(
-            f"{item.nodeid}: {reason.removeprefix(UNAVAILABLE)}")
-        return
-    report.outcome = "failed"
-    report.longrepr = (f"skipped in a full run, which must exercise everything this machine "
-                       f"can: {reason} (missing set-up? see scripts/lib/bootstrap.sh)")
+    _judge(outcome.get_result(), item.config)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, None]:
+    """A whole module skipped at import (``allow_module_level``) is judged the same way."""
+    outcome = yield
+    _judge(outcome.get_result(), collector.config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -6,8 +6,9 @@
     2  invalid input or usage (bad source, malformed JSON, duration or signal name, unknown
        run id, bad configuration); nothing was changed
 
-Error classes are matched only if their module is already imported: an exception cannot be an
-instance of a class that was never loaded, and ``umt --help`` must stay free of heavy imports.
+An error class says its own exit code (``exit_code = 1`` or ``2``: ``EngineError``,
+``ConfigError``, ``InvalidSource``, ``InvalidDuration``, ``QbtAdapterError`` and their kin), so
+no table of classes is kept here and nothing is imported to recognise them.
 """
 
 from __future__ import annotations
@@ -20,31 +21,20 @@ from typing import IO
 
 import typer
 
+from umt.textsafe import printable
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: An error line is cut to this many characters.
+MAX_MESSAGE_CHARS = 1000
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 the operation failed or conflicts (database or qBittorrent "
     "unreachable, idempotency conflict, run already finished, run failed under --wait); "
     "2 invalid input or usage (bad source, malformed JSON, duration or signal name, unknown "
     "run id, bad configuration) - a bad input changes nothing."
-)
-
-#: (module, class name) of errors that mean "the input is wrong": exit 2.
-_USAGE_ERRORS = (
-    ("umt.config", "ConfigError"),
-    ("umt.media.sources", "InvalidSource"),
-    ("umt.engine.durations", "InvalidDuration"),
-    ("umt.engine.errors", "InvalidSignalName"),
-    ("umt.engine.errors", "UnknownRun"),
-)
-
-#: Errors of an operation that could not be done: exit 1.
-_FAILURES = (
-    ("umt.engine.errors", "EngineError"),
-    ("umt.media.qbittorrent", "QbtAdapterError"),
 )
 
 _secrets: set[str] = set()
@@ -69,18 +59,6 @@ def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     for secret in sorted(_secrets if secrets is None else set(secrets), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
-
-
-def _loaded(module: str, name: str) -> type[BaseException] | None:
-    found = getattr(sys.modules.get(module), name, None)
-    return found if isinstance(found, type) and issubclass(found, BaseException) else None
-
-
-def _is(exc: BaseException, classes: Iterable[tuple[str, str]]) -> bool:
-    return any(
-        (cls := _loaded(module, name)) is not None and isinstance(exc, cls)
-        for module, name in classes
-    )
 
 
 def _is_click_error(exc: BaseException) -> bool:
@@ -111,10 +89,9 @@ def classify(exc: BaseException) -> tuple[int, str | None]:
         code: int = exc.exit_code  # type: ignore[attr-defined]
         message: str = exc.format_message()  # type: ignore[attr-defined]
         return code, _usage_message(exc) if code == EXIT_USAGE else message
-    if _is(exc, _USAGE_ERRORS):
-        return EXIT_USAGE, str(exc)
-    if _is(exc, _FAILURES):
-        return EXIT_FAILED, str(exc)
+    declared = getattr(type(exc), "exit_code", None)
+    if isinstance(exc, Exception) and declared in (EXIT_FAILED, EXIT_USAGE):
+        return int(declared), str(exc)
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         return EXIT_FAILED, f"{exc.strerror or exc}{where}"
@@ -134,7 +111,9 @@ def handle(exc: BaseException, stderr: IO[str] | None = None) -> int:
     if os.environ.get("UMT_DEBUG") == "1" and message is not None:
         stream.write(redact("".join(traceback.format_exception(exc))))
     if message is not None:
-        line = " ".join(redact(message).split())
+        line = printable(" ".join(redact(message).split()))
+        if len(line) > MAX_MESSAGE_CHARS:  # an echoed argument can be megabytes long
+            line = line[:MAX_MESSAGE_CHARS] + "…"
         stream.write(f"umt: error: {line}\n")
         stream.flush()
     return code

@@ -31,9 +31,11 @@ from umt.cli.commands import (
     start_acquire,
     status,
     tables,
+    web,
     worker,
 )
 from umt.cli.logs import logging_to_stderr
+from umt.cli.params import not_utf8
 
 
 class UmtGroup(TyperGroup):
@@ -45,8 +47,15 @@ class UmtGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        words = list(sys.argv[1:] if args is None else args)
+        position = not_utf8(words)
+        if position is not None:  # refused before any command can open a database
+            sys.stderr.write(f"umt: error: argument {position} is not valid UTF-8\n")
+            if standalone_mode:
+                sys.exit(errors.EXIT_USAGE)
+            return errors.EXIT_USAGE
         try:
-            result = super().main(args, prog_name or "umt", complete_var,
+            result = super().main(words, prog_name or "umt", complete_var,
                                   standalone_mode=False, **extra)
             code = result if isinstance(result, int) else errors.EXIT_OK
         except BaseException as exc:  # the one place that maps exceptions to exit codes
@@ -117,6 +126,7 @@ app.command("show")(show.show)
 app.command("tables")(tables.tables)
 app.command("catalog")(catalog.catalog)
 app.command("doctor")(doctor.doctor)
+app.command("web")(web.web)
 app.add_typer(db.db_app)
 app.add_typer(qbittorrent.qbittorrent_app)
 app.add_typer(hook.hook_app)

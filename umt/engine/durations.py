@@ -9,19 +9,27 @@ import re
 import isodate
 from pytimeparse.timeparse import timeparse
 
-__all__ = ["InvalidDuration", "format_duration", "parse_duration"]
+__all__ = ["MAX_DURATION", "InvalidDuration", "format_duration", "parse_duration"]
 
 _PLAIN_SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 _ISO_PREFIX = re.compile(r"[+-]?P", re.IGNORECASE)
 # Years and months have no fixed length, so an ISO date part holding Y or M is refused.
 _ISO_CALENDAR_UNITS = re.compile(r"[+-]?P[^T]*[YM]", re.IGNORECASE)
-_MAX_SECONDS = datetime.timedelta.max.total_seconds()
+#: The longest duration accepted anywhere: "now" plus this must still be a time a database and
+#: ``datetime`` can hold (a timedelta can reach 2.7 million years; a timestamp only year 9999).
+MAX_DURATION = datetime.timedelta(days=36_500)
+_MAX_SECONDS = MAX_DURATION.total_seconds()
+
+#: Durations are typed by people: anything longer is not one (and is not echoed whole).
+_MAX_TEXT = 64
 
 _UNITS = (("d", 86_400), ("h", 3_600), ("m", 60))
 
 
 class InvalidDuration(ValueError):
     """A duration string that cannot be used (unparseable, negative, or not a fixed length)."""
+
+    exit_code = 2  # bad input, as the command line reports it
 
 
 def parse_duration(text: str) -> datetime.timedelta:
@@ -34,6 +42,8 @@ def parse_duration(text: str) -> datetime.timedelta:
     if not isinstance(text, str):
         raise InvalidDuration(f"invalid duration {text!r}: expected text such as '15m' or 'PT15M'")
     stripped = text.strip()
+    if len(stripped) > _MAX_TEXT:
+        raise InvalidDuration(f"invalid duration {text[:_MAX_TEXT]!r}…: too long")
     if not stripped:
         raise InvalidDuration(f"invalid duration {text!r}: empty (examples: '30s', '7d', 'PT15M')")
     if stripped.startswith("-"):
@@ -80,14 +90,19 @@ def _to_timedelta(original: str, seconds: float) -> datetime.timedelta:
     if math.isnan(seconds) or math.isinf(seconds):
         raise InvalidDuration(f"invalid duration {original!r}: not a finite number")
     if seconds > _MAX_SECONDS:
-        raise InvalidDuration(f"invalid duration {original!r}: too large")
+        raise InvalidDuration(f"invalid duration {original!r}: longer than {_LIMIT_TEXT}")
     return _check_range(original, datetime.timedelta(seconds=seconds))
 
 
 def _check_range(original: str, duration: datetime.timedelta) -> datetime.timedelta:
     if duration < datetime.timedelta(0):
         raise InvalidDuration(f"invalid duration {original!r}: must not be negative")
+    if duration > MAX_DURATION:
+        raise InvalidDuration(f"invalid duration {original!r}: longer than {_LIMIT_TEXT}")
     return duration
+
+
+_LIMIT_TEXT = f"{MAX_DURATION.days} days"
 
 
 def format_duration(duration: datetime.timedelta) -> str:

@@ -10,7 +10,16 @@ from typing import Any
 
 from umt.engine.clock import SYSTEM_CLOCK, Clock
 from umt.engine.hostinfo import process_alive
-from umt.engine.models import Attempt, Run, SignalResult, StartResult, Step, WaitingRun
+from umt.engine.models import (
+    Attempt,
+    LiveWorker,
+    Run,
+    RunsPage,
+    SignalResult,
+    StartResult,
+    Step,
+    WaitingRun,
+)
 from umt.engine.store.database import Database, Session
 from umt.engine.store.migrations import (
     ENGINE_MIGRATIONS,
@@ -120,11 +129,23 @@ class Engine:
     ) -> list[Run]:
         return self.store.list_runs(status=status, workflow=workflow, limit=limit)
 
+    def runs_page(
+        self, *, status: str | None = None, search: str | None = None,
+        before: tuple[datetime, str] | None = None, limit: int = 50,
+    ) -> RunsPage:
+        """Runs newest first, ``limit`` at a time: pass the page's ``next_key`` as ``before`` to
+        get the next one. ``search`` matches the title or the info-hash (any part, any case)."""
+        return self.store.runs_page(status=status, search=search, before=before, limit=limit)
+
     def steps(self, run_id: str) -> list[Step]:
         return self.store.steps(run_id)
 
     def attempts(self, run_id: str) -> list[Attempt]:
         return self.store.attempts(run_id)
+
+    def running_attempts(self, run_ids: Sequence[str]) -> list[Attempt]:
+        """The attempts being executed now in these runs (with their progress)."""
+        return self.store.running_attempts(run_ids)
 
     def cancel(self, run_id: str) -> Run:
         return self.store.cancel_run(run_id)
@@ -168,6 +189,15 @@ class Engine:
             if not process_alive(worker.pid, worker.process_start)
         ]
         return self.store.reclaim_from_dead_workers(dead)
+
+    def live_workers(self) -> list[LiveWorker]:
+        return self.store.live_workers()
+
+    def change_marker(self) -> tuple[str, bool]:
+        """PostgreSQL only: a value that changes whenever a writing transaction begins or ends,
+        and whether a step is executing now (what a live page watches besides notifications;
+        on SQLite it watches ``PRAGMA data_version``)."""
+        return self.store.change_marker()
 
     def collect_garbage(self, older_than: timedelta) -> dict[str, int]:
         return self.store.collect_garbage(older_than)

@@ -11,9 +11,18 @@ Two families:
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+#: The exit codes the command line gives these errors (see ``umt.cli.errors``): the operation
+#: failed, or the input was wrong.
+FAILED = 1
+BAD_INPUT = 2
+
 
 class EngineError(Exception):
     """Base class of every error the engine reports to its callers."""
+
+    exit_code: ClassVar[int] = FAILED
 
 
 class StoreError(EngineError):
@@ -45,6 +54,8 @@ class SchemaTooNew(StoreError):
 
 
 class UnknownRun(EngineError):
+    exit_code = BAD_INPUT
+
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id {run_id}")
         self.run_id = run_id
@@ -87,7 +98,7 @@ class SignalKeyConflict(EngineError):
 
 
 class InvalidSignalName(EngineError, ValueError):
-    pass
+    exit_code = BAD_INPUT
 
 
 class WorkflowDefinitionError(EngineError):

@@ -166,3 +166,22 @@ class WaitingRun:
     signal_name: str
     deadline: datetime | None
     detail: str | None
+
+
+@dataclass(frozen=True)
+class LiveWorker:
+    """A worker that has not stopped and whose heartbeat is recent."""
+
+    id: str
+    hostname: str
+    pid: int
+    workflows: list[str]
+    started_at: datetime
+    heartbeat_at: datetime
+
+
+@dataclass(frozen=True)
+class RunsPage:
+    runs: list[Run]
+    #: (created_at, id) of the last run, to ask for the next page; None on the last page.
+    next_key: tuple[datetime, str] | None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from umt.engine import RetryPolicy, StepContext, Workflow, WorkflowContext
+from umt.engine import RetryPolicy, RunStatus, StepContext, Workflow, WorkflowContext
 from umt.media import downloads, library
 from umt.media.request import AcquireRequest
 from umt.media.results import Cleaned, Confirmation, Imported, Submitted
@@ -74,9 +74,14 @@ def build_acquire_workflow(services: Callable[[], AcquireServices]) -> Workflow:
         }
 
     def compensate(ctx: WorkflowContext, raw_input: Any) -> None:
+        """Decided from the ledger alone: a copy that finished but whose result was never
+        committed counts as the finished import it is."""
         request = AcquireRequest.model_validate(raw_input)
         ctx.step("discard-partial-imports", library.discard_partial_imports)
-        if "copy-file" not in ctx.main_results:
+        ctx.step("catalog-kept-imports", lambda step: catalog_kept_imports(step, request))
+        if ctx.run_status == RunStatus.CANCELED:
+            # The user asked to stop: the torrent this run added goes, seeding or not. A run
+            # that failed keeps its download (the user decides what to do with it).
             ctx.step("remove-torrent", qbt_step(downloads.remove_own_torrent, request),
                      retry=QBITTORRENT_RETRY)
 
@@ -97,3 +102,14 @@ def register(step: StepContext, request: AcquireRequest, imported: Imported) -> 
         "title": item.title, "paths": item.library_paths,
     })
     return {"title": item.title, "library_paths": item.library_paths}
+
+
+def catalog_kept_imports(step: StepContext, request: AcquireRequest) -> dict[str, Any]:
+    """Compensation: files this run published stay in the library, so they are catalogued
+    (unless ``register`` already did it) — the outcome of a cancel does not depend on whether
+    it came just before or just after ``register``."""
+    files = library.published_imports(step)
+    if not files or catalog.item_of_this_run(step) is not None:
+        return {"cataloged": False}
+    register(step, request, Imported(files=files))
+    return {"cataloged": True, "library_paths": [item.path for item in files]}

@@ -1,11 +1,16 @@
 """The copy-file step: imports the finished download into the library, exactly once.
 
+Before a byte is written the run claims every destination path (``umt.records.claims``): of two
+runs whose files map to one path, one holds it and the other fails permanently with
+``library path … is held by run …`` (its download is kept). Two files of one run that map to one
+path are refused before anything is copied.
+
 Per file, the ledger records ``intent`` (before touching the library), ``verified`` (after the
-temporary file is complete and synced, right before the atomic rename — a fenced write, so a
-worker that lost the run stops here), and ``done``. A re-execution skips a ``done`` import whose
-file is intact, finishes a ``verified`` one whose rename happened (checking the content hash),
-removes a stray temporary file and starts over otherwise, and never overwrites a library file
-it did not put there.
+temporary file is complete and synced, right before the publish — a fenced write, so a worker
+that lost the run stops here; it names the file's identity), and ``done``. A re-execution skips
+a ``done`` import whose file is still the one it published, finishes a ``verified`` one whose
+publish happened, removes a stray temporary file and starts over otherwise. The publish never
+replaces a file (see ``umt.media.importing``), and an equal size never stands for equal content.
 """
 
 from __future__ import annotations
@@ -18,20 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from umt.engine import PermanentError, StepContext
-from umt.media.importer import (
+from umt.media.importing import (
     CrossDevice,
+    DestinationExists,
     ImportResult,
     ensure_dir_inside,
+    holds_import,
     import_file,
     remove_stray_partial,
-    verify_existing,
 )
-from umt.media.naming import UnsafePath, fields_for, render_destination, year_in
+from umt.media.naming import TemplateError, UnsafePath, fields_for, render_destination, year_in
 from umt.media.qbittorrent import QbtClient
 from umt.media.request import AcquireRequest
 from umt.media.results import Imported, ImportedFile
 from umt.media.selection import NoMediaFile, select_media_files
-from umt.records import ledger
+from umt.records import claims, ledger
 
 log = logging.getLogger(__name__)
 
@@ -52,29 +58,57 @@ def import_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) 
     library_root = Path(request.library_dir)
     try:
         sources = select_media_files(content, all_files=request.all_files)
-        planned = [
-            (source, render_destination(
-                request.naming_template, naming_fields(request, info.name, source),
-                library_root=library_root,
-            ))
-            for source in sources
-        ]
-    except (NoMediaFile, UnsafePath) as exc:
+        planned = plan_destinations(request, info.name, content, sources, library_root)
+    except (NoMediaFile, UnsafePath, TemplateError) as exc:
         raise PermanentError(str(exc)) from exc
+    _claim(step, [destination for _, destination in planned])
     return Imported(files=[
         _import_one(step, request, source, destination, library_root)
         for source, destination in planned
     ])
 
 
+def plan_destinations(
+    request: AcquireRequest, torrent_name: str | None, content: Path, sources: list[Path],
+    library_root: Path,
+) -> list[tuple[Path, Path]]:
+    """Each source file with its library path; refuses two files that map to one path."""
+    planned: list[tuple[Path, Path]] = []
+    taken: dict[Path, Path] = {}
+    for source in sources:
+        inside = source.relative_to(content) if source != content else Path(source.name)
+        destination = render_destination(
+            request.naming_template, naming_fields(request, torrent_name, source, inside),
+            library_root=library_root,
+        )
+        if destination in taken:
+            raise PermanentError(
+                f"{taken[destination].name} and {source.name} of this torrent would both be "
+                f"imported as {destination}; put {{path}} in library.naming_template"
+            )
+        taken[destination] = source
+        planned.append((source, destination))
+    return planned
+
+
 def naming_fields(
-    request: AcquireRequest, torrent_name: str | None, source: Path
+    request: AcquireRequest, torrent_name: str | None, source: Path, inside: Path | None = None
 ) -> dict[str, str]:
     return fields_for(
         title=request.title, name=torrent_name or request.title, source=source,
         info_hash=request.info_hash, year=year_in(request.title) or year_in(torrent_name or ""),
-        category=request.category,
+        category=request.category, inside=inside,
     )
+
+
+def _claim(step: StepContext, destinations: list[Path]) -> None:
+    try:
+        claims.claim(step, [str(destination) for destination in destinations])
+    except claims.PathHeld as held:
+        ledger.record(step, copy_operation(Path(held.path)), ledger.FAILED, {
+            "reason": str(held), "holder": held.holder,
+        })
+        raise PermanentError(str(held)) from None
 
 
 def _content_inside_save_path(content_path: str | None, save_path: str | None) -> Path:
@@ -95,13 +129,13 @@ def _import_one(
 ) -> ImportedFile:
     operation = copy_operation(destination)
     entries = ledger.entries_of_operation(step, operation)
-    finished = _finished_import(step, operation, entries, destination)
+    finished = _finished_import(step, operation, entries, source, destination)
     if finished is not None:
         return finished
     if os.path.lexists(destination):
         raise PermanentError(
             f"{destination} already exists in the library and was not imported by this run; "
-            "umt never overwrites a library file"
+            "umt never replaces a library file"
         )
     created = ensure_dir_inside(destination.parent, library_root)
     size = source.stat().st_size
@@ -123,7 +157,7 @@ def _import_one(
             verify=request.verify, before_rename=before_rename,
             owner=f"e{step.lease_epoch}",
         )
-    except CrossDevice as exc:
+    except (CrossDevice, DestinationExists) as exc:
         raise PermanentError(str(exc)) from exc
     detail = _detail(source, result)
     ledger.record(step, operation, ledger.DONE, detail)
@@ -131,49 +165,79 @@ def _import_one(
 
 
 def _finished_import(
-    step: StepContext, operation: str, entries: list[ledger.LedgerEntry], destination: Path
+    step: StepContext, operation: str, entries: list[ledger.LedgerEntry], source: Path,
+    destination: Path,
 ) -> ImportedFile | None:
-    done = ledger.last_entry(entries, ledger.DONE)
-    if done is not None and verify_existing(destination, size=done.detail["size"], sha256=None):
+    """The import of ``source`` this run already published at ``destination``, if any."""
+    mine = [entry for entry in entries if entry.detail.get("source") == str(source)]
+    done = ledger.last_entry(mine, ledger.DONE)
+    if done is not None and holds_import(destination, done.detail):
         log.info("run %s: %s already imported", step.run_id, destination)
-        return ImportedFile(**done.detail)
-    verified = ledger.last_entry(entries, ledger.VERIFIED)
-    if verified is None or done is not None:
-        return None
-    expected = verified.detail
-    if verify_existing(destination, size=expected["size"], sha256=expected["sha256"],
-                       full_check=expected["sha256"] is not None):
-        # Renamed into place before the previous attempt could record it: keep it.
-        ledger.record(step, operation, ledger.DONE, {**expected, "recovered": True})
-        return ImportedFile(**expected)
+        return ImportedFile(**_file_detail(done.detail))
+    verified = ledger.last_entry(mine, ledger.VERIFIED)
+    if verified is not None and holds_import(destination, verified.detail):
+        # Published before the previous attempt could record it: keep it.
+        ledger.record(step, operation, ledger.DONE, {**verified.detail, "recovered": True})
+        return ImportedFile(**_file_detail(verified.detail))
     return None
 
 
 def _detail(source: Path, result: ImportResult) -> dict[str, Any]:
     return {
         "source": str(source), "path": str(result.dest), "size": result.size,
-        "sha256": result.sha256, "method": result.method,
+        "sha256": result.sha256, "method": result.method, "device": result.device,
+        "inode": result.inode, "mtime_ns": result.mtime_ns,
     }
 
 
-def discard_partial_imports(step: StepContext) -> list[str]:
-    """Compensation: removes temporary files of unfinished imports, and the folders they
-    created if empty. A finished (renamed) library file is never removed."""
-    removed: list[str] = []
+def _file_detail(detail: dict[str, Any]) -> dict[str, Any]:
+    return {key: detail.get(key) for key in ImportedFile.model_fields}
+
+
+def published_imports(step: StepContext) -> list[ImportedFile]:
+    """The files this run published that are still in the library, from the ledger alone
+    (a compensation must not depend on step results that may not have been committed)."""
+    found: list[ImportedFile] = []
+    for operation, entries in _copy_operations(step).items():
+        destination = Path(operation[len(COPY_PREFIX):])
+        for entry in reversed(entries):
+            if entry.phase in (ledger.DONE, ledger.VERIFIED) and holds_import(
+                destination, entry.detail
+            ):
+                found.append(ImportedFile(**_file_detail(entry.detail)))
+                break
+    return found
+
+
+def _copy_operations(step: StepContext) -> dict[str, list[ledger.LedgerEntry]]:
     by_operation: dict[str, list[ledger.LedgerEntry]] = {}
     for entry in ledger.entries_of_this_run(step):
         if entry.operation.startswith(COPY_PREFIX):
             by_operation.setdefault(entry.operation, []).append(entry)
-    for operation, entries in by_operation.items():
-        if ledger.last_entry(entries, ledger.DONE) is not None:
-            continue
+    return by_operation
+
+
+def discard_partial_imports(step: StepContext) -> list[str]:
+    """Compensation: removes temporary files of unfinished imports, the folders they created
+    if empty, and releases their path claims. A published library file is never removed, and
+    its claim stays: what counts as published is decided from the ledger and the file's
+    identity, never from step results held in memory."""
+    kept = {item.path for item in published_imports(step)}
+    removed: list[str] = []
+    for operation, entries in _copy_operations(step).items():
         destination = Path(operation[len(COPY_PREFIX):])
+        if str(destination) in kept:
+            continue
         if remove_stray_partial(destination):
             removed.append(str(destination))
         for intent in entries:
             if intent.phase == ledger.INTENT:
                 _remove_empty_folders(intent.detail.get("created_dirs", []))
-    ledger.record(step, "discard-partial-imports", ledger.DONE, {"removed": removed})
+    released = [path for path in claims.claims_of_this_run(step) if path not in kept]
+    claims.release(step, released)
+    ledger.record(step, "discard-partial-imports", ledger.DONE, {
+        "removed": removed, "kept": sorted(kept), "released": released,
+    })
     return removed
 
 

@@ -9,6 +9,8 @@ Fields:
 ==============  ===========================================================================
 ``title``       the title of the acquisition
 ``name``        the torrent name
+``path``        the file's path inside the torrent's folder, folders included
+                (``DISC1/VTS_01_1.VOB``; for a single-file torrent, its file name)
 ``filename``    the source file name, extension included (``Movie.2023.2160p.mkv``)
 ``stem``        the source file name without its extension (``Movie.2023.2160p``)
 ``ext``         the extension without the dot (``mkv``)
@@ -22,8 +24,12 @@ A field without a value renders as nothing: an empty ``()`` or ``[]`` left behin
 folder level are dropped, so ``"{title} ({year})/{filename}"`` gives ``"Title/…"`` without a year.
 :func:`fields_for` builds the mapping from the acquisition's facts.
 
-Every value is sanitised into a single path component: ``/`` and ``\\`` become ``-``; NUL,
-control and bidirectional-override characters are removed; undecodable bytes become U+FFFD;
+The default template is ``{title}/{path}``: every file of a multi-file import keeps its place
+in the torrent's layout, so two files with one name in two folders never meet.
+
+Every value is sanitised into a single path component (``path``: each of its components):
+``/`` and ``\\`` become ``-``; NUL, control and bidirectional-override characters are removed;
+undecodable bytes become U+FFFD;
 leading dots (hidden files, ``..``) and surrounding spaces are removed; the result is trimmed to
 200 bytes of UTF-8, keeping a file extension. A value that sanitises to nothing becomes ``_``.
 The rendered path must then resolve, symlinks included, inside the library root, or
@@ -40,9 +46,10 @@ import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
-from umt.media.importer import UnsafePath, resolve_inside
+from umt.media.importing import UnsafePath, resolve_inside
 
 __all__ = [
+    "DEFAULT_TEMPLATE",
     "FIELDS",
     "TemplateError",
     "UnsafePath",
@@ -53,8 +60,10 @@ __all__ = [
 ]
 
 FIELDS = frozenset(
-    {"title", "name", "filename", "stem", "ext", "info_hash", "info_hash8", "year", "category"}
+    {"title", "name", "path", "filename", "stem", "ext", "info_hash", "info_hash8", "year",
+     "category"}
 )
+DEFAULT_TEMPLATE = "{title}/{path}"
 FIELD_MAX_BYTES = 200
 COMPONENT_MAX_BYTES = 255
 
@@ -94,6 +103,9 @@ def render_destination(template: str, fields: Mapping[str, str], *, library_root
     """
     validate_template(template)
     values = {key: sanitize_component(fields.get(key) or "") for key in FIELDS}
+    values["path"] = "/".join(
+        sanitize_component(part) for part in (fields.get("path") or "").split("/") if part
+    )
     components = [_tidy_component(part) for part in _substitute(template, values).split("/")]
     relative = [part for part in components if part]
     if not relative:
@@ -114,8 +126,10 @@ def fields_for(
     info_hash: str,
     year: int | str | None = None,
     category: str | None = None,
+    inside: Path | None = None,
 ) -> dict[str, str]:
-    """The template fields of one source file of an acquisition."""
+    """The template fields of one source file of an acquisition; ``inside`` is its path
+    relative to the torrent's folder (default: its file name)."""
     stem, dot, ext = source.name.rpartition(".")
     if not dot or not stem:
         stem, ext = source.name, ""
@@ -123,6 +137,7 @@ def fields_for(
     return {
         "title": title,
         "name": name,
+        "path": (inside or Path(source.name)).as_posix(),
         "filename": source.name,
         "stem": stem,
         "ext": ext,

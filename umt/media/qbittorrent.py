@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
 from umt.media.sources import TorrentSource
+from umt.textsafe import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,8 @@ CHECKING_STATES = frozenset({"checkingUP", "checkingDL", "checkingResumeData"})
 
 class QbtAdapterError(Exception):
     """Base of every error the adapter raises."""
+
+    exit_code = 1  # the world failed, as the command line reports it
 
 
 class QbtUnavailable(QbtAdapterError):
@@ -129,15 +131,6 @@ def _split_tags(tags: object) -> tuple[str, ...]:
     return ()
 
 
-def _without_userinfo(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 class QbtClient:
     """A qBittorrent Web API client for umt.
 
@@ -160,7 +153,8 @@ class QbtClient:
         add_confirm_timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.url = _without_userinfo(url)
+        #: Where, for messages: never with a password or query values.
+        self.url = redact_url(url)
         self.username = username
         self._password = password if isinstance(password, SecretStr) else SecretStr(password)
         self._attempts = max(1, attempts)

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from umt.media.importer import ImportMode, VerifyMode
+from umt.media.importing import ImportMode, VerifyMode
 from umt.media.sources import TorrentSource
 
 
@@ -31,6 +31,14 @@ class AcquireRequest(BaseModel):
     naming_template: str
     all_files: bool
     verify: VerifyMode
+    #: Whether ``title`` was chosen by the user (``--name``) rather than taken from the torrent.
+    title_given: bool = False
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two requests one acquisition: the torrent (its info-hash, however its
+        source was spelled) and every option that changes what the run does."""
+        leave_out = {"source", "title_given"} | (set() if self.title_given else {"title"})
+        return self.model_dump(mode="json", exclude=leave_out)
 
     @property
     def torrent(self) -> TorrentSource:

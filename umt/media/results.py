@@ -28,6 +28,10 @@ class ImportedFile(_Result):
     size: int
     sha256: str | None
     method: str
+    #: The published file's identity (see ``umt.media.importing.ImportResult``).
+    device: int | None = None
+    inode: int | None = None
+    mtime_ns: int | None = None
 
 
 class Imported(_Result):

@@ -22,7 +22,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from umt.media.importer import ImportFailure, resolve_inside
+from umt.media.importing import ImportFailure, resolve_inside
 
 __all__ = ["PARTIAL_SUFFIXES", "VIDEO_EXTENSIONS", "NoMediaFile", "select_media_files"]
 

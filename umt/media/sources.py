@@ -17,9 +17,15 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
-import torf
+from umt.media import bencode
 
 MAX_TORRENT_BYTES = 10 * 1024 * 1024
+#: More files than any real release has; parsing this many takes well under a second.
+MAX_TORRENT_FILES = 100_000
+#: A name or one path component (filesystems allow 255 bytes; leave room for a UTF-8 tail).
+MAX_NAME_BYTES = 1024
+#: A magnet link carries a hash, a name and trackers: 64 KiB is generous.
+MAX_MAGNET_CHARS = 65_536
 FETCH_TIMEOUT_SECONDS = 30.0
 
 SourceKind = Literal["magnet", "torrent"]
@@ -31,6 +37,8 @@ _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 class InvalidSource(ValueError):
     """The text given as a source is not a usable magnet link, .torrent file or URL."""
+
+    exit_code = 2  # bad input, as the command line reports it
 
 
 @dataclass(frozen=True)
@@ -90,31 +98,47 @@ def parse_source(text: str, *, fetch_url: Callable[[str], bytes] | None = None) 
     text = text.strip()
     if not text:
         raise InvalidSource("empty source: give a magnet link, a .torrent file or its URL")
+    if "\0" in text:
+        raise InvalidSource("the source contains a NUL character")
     if text.lower().startswith("magnet:"):
         return parse_magnet(text)
     if text.lower().startswith(("http://", "https://")):
         return parse_torrent_bytes(_fetch(text, fetch_url or fetch_torrent_url), origin=text)
     if _URL_SCHEME.match(text):
         raise InvalidSource(
-            f"unsupported source {text!r}: not a magnet link, .torrent file or http(s) URL"
+            f"unsupported source {shown(text)}: not a magnet link, .torrent file or http(s) URL"
         )
     return parse_torrent_bytes(_read_file(Path(text).expanduser()), origin=text)
 
 
 def parse_magnet(magnet: str) -> TorrentSource:
-    params = parse_qs(urlsplit(magnet).query)
-    btih = [
-        xt[len("urn:btih:") :] for xt in params.get("xt", []) if xt.lower().startswith("urn:btih:")
-    ]
-    if not btih:
+    """A magnet link; every spelling of one torrent gives the same info-hash.
+
+    Parameter names are matched without regard to case, the v1 hash may be hex in either
+    case or base32, and a hybrid link may carry a v2 hash (``urn:btmh``) beside it.
+    """
+    if len(magnet) > MAX_MAGNET_CHARS:
+        raise InvalidSource(f"magnet link longer than {MAX_MAGNET_CHARS} characters")
+    params: dict[str, list[str]] = {}
+    for key, values in parse_qs(urlsplit(magnet).query).items():
+        params.setdefault(key.lower(), []).extend(values)
+    hashes = {
+        normalize_info_hash(xt[len("urn:btih:") :])
+        for xt in params.get("xt", [])
+        if xt.lower().startswith("urn:btih:")
+    }
+    if not hashes:
         raise InvalidSource("magnet link has no BitTorrent v1 info-hash (xt=urn:btih:...)")
+    if len(hashes) > 1:
+        raise InvalidSource("magnet link names several different v1 info-hashes")
     names = params.get("dn")
-    return TorrentSource(
-        kind="magnet",
-        info_hash=normalize_info_hash(btih[0]),
-        name=names[0] if names else None,
-        magnet=magnet,
-    )
+    name = names[0] if names else None
+    if name is not None:
+        if "\0" in name:
+            raise InvalidSource("magnet link's name (dn) contains a NUL character")
+        if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            raise InvalidSource(f"magnet link's name (dn) is longer than {MAX_NAME_BYTES} bytes")
+    return TorrentSource(kind="magnet", info_hash=hashes.pop(), name=name or None, magnet=magnet)
 
 
 def normalize_info_hash(value: str) -> str:
@@ -124,10 +148,15 @@ def normalize_info_hash(value: str) -> str:
     if _BASE32_HASH.fullmatch(value):
         return base64.b32decode(value.upper()).hex()
     if len(value) in (32, 40):
-        raise InvalidSource(f"invalid characters in info-hash {value!r}")
+        raise InvalidSource(f"invalid characters in info-hash {shown(value)}")
     raise InvalidSource(
-        f"info-hash {value!r} has {len(value)} characters; expected 40 hex or 32 base32"
+        f"info-hash {shown(value)} has {len(value)} characters; expected 40 hex or 32 base32"
     )
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """``text`` quoted for an error message, cut to ``limit`` characters (it is a stranger's)."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
 def parse_torrent_bytes(data: bytes, *, origin: str = "torrent") -> TorrentSource:
@@ -136,19 +165,85 @@ def parse_torrent_bytes(data: bytes, *, origin: str = "torrent") -> TorrentSourc
     if len(data) > MAX_TORRENT_BYTES:
         raise InvalidSource(f"{origin}: larger than {MAX_TORRENT_BYTES} bytes, not a torrent")
     try:
-        torrent = torf.Torrent.read_stream(data)
-        info_start, info_end = info_dict_span(data)
-    except (torf.TorfError, ValueError, RecursionError) as exc:
+        decoded = bencode.decode(data)
+        name, files = _torrent_contents(decoded)
+    except bencode.BencodeError as exc:
         raise InvalidSource(f"{origin}: not a valid torrent file ({exc})") from None
-    files = tuple(SourceFile(str(f), int(f.size)) for f in torrent.files)
+    assert decoded.info_span is not None
+    info_start, info_end = decoded.info_span
     return TorrentSource(
         kind="torrent",
         info_hash=hashlib.sha1(data[info_start:info_end]).hexdigest(),
-        name=torrent.name,
+        name=name,
         torrent_bytes=bytes(data),
         files=files,
         total_size=sum(f.size for f in files),
     )
+
+
+def _torrent_contents(decoded: bencode.Decoded) -> tuple[str, tuple[SourceFile, ...]]:
+    """The torrent's name and files, checked the way a BitTorrent v1 client needs them."""
+    top = decoded.value
+    info = top.get(b"info") if isinstance(top, dict) else None
+    if not isinstance(info, dict) or decoded.info_span is None:
+        raise bencode.BencodeError("no info dictionary")
+    pieces = info.get(b"pieces")
+    piece_length = info.get(b"piece length")
+    if pieces is None and info.get(b"meta version") == 2:
+        raise bencode.BencodeError(
+            "a BitTorrent v2-only torrent; umt needs a v1 or hybrid torrent"
+        )
+    if not isinstance(piece_length, int) or piece_length <= 0:
+        raise bencode.BencodeError("no valid 'piece length'")
+    if not isinstance(pieces, bytes) or len(pieces) % 20:
+        raise bencode.BencodeError("no valid 'pieces'")
+    name = _text(info.get(b"name.utf-8") or info.get(b"name"), "name")
+    if b"files" in info:
+        files = _file_list(info[b"files"], name)
+    else:
+        files = (SourceFile(name, _size(info.get(b"length"))),)
+    total = sum(f.size for f in files)
+    if len(pieces) // 20 != -(-total // piece_length):
+        raise bencode.BencodeError(
+            f"{len(pieces) // 20} piece hashes for {total} bytes in pieces of {piece_length}"
+        )
+    return name, files
+
+
+def _file_list(entries: object, name: str) -> tuple[SourceFile, ...]:
+    if not isinstance(entries, list) or not entries:
+        raise bencode.BencodeError("'files' is not a list of files")
+    if len(entries) > MAX_TORRENT_FILES:
+        raise bencode.BencodeError(
+            f"{len(entries)} files; umt accepts at most {MAX_TORRENT_FILES} per torrent"
+        )
+    files = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise bencode.BencodeError("a file entry is not a dictionary")
+        parts = entry.get(b"path.utf-8") or entry.get(b"path")
+        if not isinstance(parts, list) or not parts:
+            raise bencode.BencodeError("a file entry has no path")
+        path = "/".join([name, *(_text(part, "file path") for part in parts)])
+        files.append(SourceFile(path, _size(entry.get(b"length"))))
+    return tuple(files)
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, bytes) or not value:
+        raise bencode.BencodeError(f"no valid {what}")
+    if len(value) > MAX_NAME_BYTES:
+        raise bencode.BencodeError(f"{what} longer than {MAX_NAME_BYTES} bytes")
+    text = value.decode("utf-8", "replace")
+    if "\0" in text:
+        raise bencode.BencodeError(f"{what} contains a NUL character")
+    return text
+
+
+def _size(value: object) -> int:
+    if not isinstance(value, int) or value < 0:
+        raise bencode.BencodeError("a file has no valid length")
+    return value
 
 
 def fetch_torrent_url(url: str) -> bytes:
@@ -199,49 +294,11 @@ def _read_file(path: Path) -> bytes:
         raise InvalidSource(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def info_dict_span(data: bytes) -> tuple[int, int]:
-    """Byte range of the top-level ``info`` value, exactly as encoded.
-
-    The info-hash is the SHA-1 of those bytes; re-encoding a decoded dict (as torf's
-    ``infohash`` does) gives another hash for non-canonical or non-UTF-8 torrents.
-    """
-    if data[:1] != b"d":
-        raise ValueError("top level is not a dictionary")
-    pos = 1
-    while data[pos : pos + 1] != b"e":
-        key_start = pos
-        pos = _skip(data, pos)
-        key = data[data.index(b":", key_start) + 1 : pos]
-        value_start = pos
-        pos = _skip(data, pos)
-        if key == b"info":
-            return value_start, pos
-    raise ValueError("no info dictionary")
-
-
-def _skip(data: bytes, pos: int) -> int:
-    """Position just after the bencoded value starting at ``pos``."""
-    head = data[pos : pos + 1]
-    if head == b"i":
-        return data.index(b"e", pos) + 1
-    if head in (b"l", b"d"):
-        pos += 1
-        while data[pos : pos + 1] != b"e":
-            if pos >= len(data):
-                raise ValueError("truncated bencode")
-            pos = _skip(data, pos)
-        return pos + 1
-    if head.isdigit():
-        colon = data.index(b":", pos)
-        end = colon + 1 + int(data[pos:colon])
-        if end > len(data):
-            raise ValueError("truncated bencode")
-        return end
-    raise ValueError(f"bad bencode at byte {pos}")
-
-
 __all__ = [
+    "MAX_MAGNET_CHARS",
+    "MAX_NAME_BYTES",
     "MAX_TORRENT_BYTES",
+    "MAX_TORRENT_FILES",
     "InvalidSource",
     "SourceFile",
     "TorrentSource",

@@ -10,6 +10,7 @@ from typing import Any
 from umt.engine import StepContext
 from umt.engine.jsonvalues import canonical_json
 from umt.engine.store.database import Database
+from umt.engine.store.store import like_escaped
 from umt.records import PACKAGE
 
 
@@ -60,10 +61,26 @@ def item_of_run(database: Database, run_id: str) -> CatalogItem | None:
     return CatalogItem.from_row(rows[0]) if rows else None
 
 
+def item_of_this_run(step: StepContext) -> CatalogItem | None:
+    query = step.query_set(PACKAGE)["catalog_item_of_run"]
+    with step.reader() as session:
+        rows = session.execute(query, {"run_id": step.run_id})
+    return CatalogItem.from_row(rows[0]) if rows else None
+
+
 def items(database: Database, *, limit: int = 100) -> list[CatalogItem]:
     query = database.query_set(PACKAGE)["catalog_items"]
     with database.autocommit() as session:
         return [CatalogItem.from_row(row) for row in session.execute(query, {"limit": limit})]
+
+
+def search(database: Database, text: str, *, limit: int = 100) -> list[CatalogItem]:
+    """Items whose title or info-hash contains ``text`` (any case), newest first."""
+    query = database.query_set(PACKAGE)["search_catalog"]
+    pattern = f"%{like_escaped(text)}%"
+    with database.autocommit() as session:
+        rows = session.execute(query, {"pattern": pattern, "limit": limit})
+    return [CatalogItem.from_row(row) for row in rows]
 
 
 def items_of_info_hash(database: Database, info_hash: str) -> list[CatalogItem]:

@@ -8,14 +8,15 @@ import typer
 from rich.table import Table
 
 from umt.cli.application import get_app
-from umt.cli.params import JsonOption
+from umt.cli.params import MAX_LIST_LIMIT, JsonOption
 from umt.cli.render import size_text, when
 
 
 def catalog(
     ctx: typer.Context,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, metavar="N", help="At most N items.")
+        int, typer.Option("--limit", min=1, max=MAX_LIST_LIMIT, metavar="N",
+                          help="At most N items (up to 10000).")
     ] = 100,
     json_output: JsonOption = False,
 ) -> None:

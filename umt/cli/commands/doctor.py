@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shlex
 import tempfile
 from dataclasses import dataclass
@@ -118,11 +116,12 @@ def _database_check(app: Application) -> Check:
 
 def _qbittorrent_check(app: Application) -> tuple[QbtClient | None, Check]:
     from umt.media.qbittorrent import QbtAdapterError, QbtAuthFailed, QbtClient, QbtUnavailable
+    from umt.textsafe import redact_url
 
     section = app.settings.qbittorrent
-    url = section.url
+    url = redact_url(section.url)
     # One try: doctor reports an unreachable qBittorrent itself, at once.
-    qbt = QbtClient(url, section.username, section.password or "",
+    qbt = QbtClient(section.url, section.username, section.password or "",
                     timeout=section.timeout.total_seconds(), attempts=1)
     try:
         version = qbt.version()
@@ -193,7 +192,9 @@ def _hardlink_check(settings: Settings, qbt: QbtClient | None) -> Check:
                      f"{download_dir} is not visible from here",
                      "run umt on the machine (or in the container) that sees qBittorrent's "
                      "downloads under the same path")
-    problem = _try_hardlink(download_dir, library)
+    from umt.media.importing import probe_hardlink
+
+    problem = probe_hardlink(download_dir, library)
     if problem is None:
         return Check("hardlinks", "ok", f"{download_dir} -> {library}: hardlinks work")
     if mode == "auto":
@@ -217,20 +218,6 @@ def _download_dir(settings: Settings, qbt: QbtClient | None) -> Path | None:
     except QbtAdapterError:
         return None
     return Path(save_path) if save_path else None
-
-
-def _try_hardlink(source_dir: Path, target_dir: Path) -> str | None:
-    try:
-        with tempfile.NamedTemporaryFile(dir=source_dir, prefix=".umt-doctor-") as source:
-            link = target_dir / (Path(source.name).name + ".link")
-            try:
-                os.link(source.name, link)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    link.unlink()
-    except OSError as exc:
-        return f"cannot hardlink from {source_dir} to {target_dir}: {exc.strerror or exc}"
-    return None
 
 
 def _print(app: Application, checks: list[Check]) -> None:

@@ -55,7 +55,10 @@ def install_hook(
         return
     if previous and previous != plan.program:
         app.info(f"replaced the previous finish program: {previous}")
-    app.out.print(f"installed in qBittorrent at {app.settings.qbittorrent.url}: {plan.program}")
+    from umt.textsafe import redact_url
+
+    where = redact_url(app.settings.qbittorrent.url)
+    app.out.print(f"installed in qBittorrent at {where}: {plan.program}")
 
 
 @qbittorrent_app.command("show-hook")

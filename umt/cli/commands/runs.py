@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from umt.cli.application import get_app
-from umt.cli.params import RUN_STATUSES, JsonOption, check_status
+from umt.cli.params import MAX_LIST_LIMIT, RUN_STATUSES, JsonOption, check_status
 from umt.cli.render import run_title, status_text, when
 from umt.cli.runs_view import inspecting_engine
 
@@ -21,7 +21,8 @@ def runs(
                      f"{', '.join(RUN_STATUSES)}."),
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, metavar="N", help="At most N runs.")
+        int, typer.Option("--limit", min=1, max=MAX_LIST_LIMIT, metavar="N",
+                          help="At most N runs (up to 10000).")
     ] = 50,
     json_output: JsonOption = False,
 ) -> None:

@@ -7,8 +7,7 @@ from typing import Annotated
 import typer
 
 from umt.cli.application import get_app
-from umt.cli.errors import EXIT_USAGE
-from umt.cli.params import JsonOption, check_run_id, parse_json_option
+from umt.cli.params import JsonOption, check_key, check_run_id, parse_json_option
 
 
 def signal(
@@ -44,8 +43,7 @@ def signal(
     validate_signal_name(name)
     value = parse_json_option(data, "--data") if data is not None else None
     run_id = check_run_id(run) if run is not None else None
-    if idempotency_key == "":
-        app.abort("--idempotency-key must not be empty", EXIT_USAGE)
+    idempotency_key = check_key(idempotency_key, "--idempotency-key")
 
     engine = app.engine() if run_id is None else app.existing_engine()
     if engine is None:  # a targeted signal needs its run: no database, no run

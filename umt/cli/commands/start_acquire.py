@@ -10,7 +10,13 @@ from typer.core import TyperCommand
 
 from umt.cli.application import Application, get_app
 from umt.cli.errors import EXIT_FAILED
-from umt.cli.params import JsonOption, parse_duration_option
+from umt.cli.params import (
+    JsonOption,
+    check_key,
+    check_title,
+    parse_bounded_duration,
+    parse_duration_option,
+)
 from umt.cli.render import error_message, run_title
 
 if TYPE_CHECKING:
@@ -91,7 +97,13 @@ def start_acquire(
     Example: umt start-acquire 'magnet:?xt=urn:btih:...&dn=Film' --retention 3d
     """
     app = get_app(ctx, json_output=json_output)
-    retention_value = parse_duration_option(retention, "--retention") if retention else None
+    from umt.config import TEN_YEARS
+
+    retention_value = (
+        parse_bounded_duration(retention, "--retention", TEN_YEARS) if retention else None
+    )
+    name = check_title(name, "--name")
+    idempotency_key = check_key(idempotency_key, "--idempotency-key")
     timeout = _wait_timeout(wait)
 
     from umt.media.sources import parse_source

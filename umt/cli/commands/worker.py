@@ -22,7 +22,7 @@ def worker(
     ctx: typer.Context,
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", min=1, metavar="N",
+        typer.Option("--concurrency", min=1, max=64, metavar="N",
                      help="Steps run at the same time (default: engine.concurrency)."),
     ] = None,
 ) -> None:

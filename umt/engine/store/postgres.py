@@ -58,6 +58,8 @@ class PostgresDatabase(Database):
         "insert_run_fast", "claim_runs_fast", "begin_step_fast", "complete_step_fast",
         "set_step_status_fast", "start_sleep_fast", "release_run_fast", "complete_run_fast",
         "send_signal_fast",
+        # Live readers (umt web); on SQLite they watch PRAGMA data_version instead.
+        "change_marker",
     })
 
     def __init__(

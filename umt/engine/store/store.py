@@ -38,8 +38,10 @@ from umt.engine.models import (
     FINAL_STATUSES,
     MAIN,
     Attempt,
+    LiveWorker,
     ReceivedSignal,
     Run,
+    RunsPage,
     RunStatus,
     SignalResult,
     StartResult,
@@ -135,6 +137,11 @@ def validate_signal_name(name: str) -> None:
         )
 
 
+def like_escaped(text: str) -> str:
+    """``text`` matched literally inside a LIKE pattern (escape character: backslash)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def error_json(error: BaseException) -> dict[str, Any]:
     return {"type": type(error).__name__, "message": str(error) or type(error).__name__}
 
@@ -212,6 +219,25 @@ class Store:
             rows = session.rows("list_runs", status=status, workflow=workflow, limit=limit)
         return [Run.from_row(row) for row in rows]
 
+    def runs_page(
+        self, *, status: str | None, search: str | None,
+        before: tuple[datetime, str] | None, limit: int,
+    ) -> RunsPage:
+        pattern = f"%{like_escaped(search)}%" if search else None
+        before_created_at, before_id = before if before is not None else (None, None)
+        if before_id is not None and not valid_run_id(before_id):
+            raise UnknownRun(before_id)
+        with self.database.autocommit() as session:
+            keyset = {"pattern": pattern, "limit": limit + 1,
+                      "before_created_at": before_created_at, "before_id": before_id}
+            if status is None:
+                rows = session.rows("runs_page", **keyset)
+            else:
+                rows = session.rows("runs_page_of_status", status=status, **keyset)
+        runs = [Run.from_row(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return RunsPage(runs, (runs[-1].created_at, runs[-1].id) if more else None)
+
     def count_runs_by_status(self) -> dict[str, int]:
         with self.database.autocommit() as session:
             return {row["status"]: int(row["runs"]) for row in session.rows("count_runs_by_status")}
@@ -225,6 +251,14 @@ class Store:
         self.get_run(run_id)
         with self.database.autocommit() as session:
             rows = session.rows("attempts_of_run", run_id=run_id)
+        return [Attempt.from_row(row) for row in rows]
+
+    def running_attempts(self, run_ids: Sequence[str]) -> list[Attempt]:
+        ids = [run_id for run_id in run_ids if valid_run_id(run_id)]
+        if not ids:
+            return []
+        with self.database.autocommit() as session:
+            rows = session.rows("running_attempts_of_runs", run_ids=ids)
         return [Attempt.from_row(row) for row in rows]
 
     def cancel_run(self, run_id: str) -> Run:
@@ -396,6 +430,25 @@ class Store:
         with self.database.autocommit() as session:
             rows = session.rows("live_workers_on_host", worker_id=worker_id, host_key=host_key)
         return [WorkerRecord(row["id"], row["pid"], row["process_start"]) for row in rows]
+
+    def live_workers(self) -> list[LiveWorker]:
+        since = self.clock.now() - WORKER_PRESUMED_GONE
+        with self.database.autocommit() as session:
+            rows = session.rows("live_workers", since=since)
+        return [
+            LiveWorker(id=str(row["id"]), hostname=row["hostname"], pid=row["pid"],
+                       workflows=list(row["workflows"]), started_at=row["started_at"],
+                       heartbeat_at=row["heartbeat_at"])
+            for row in rows
+        ]
+
+    def change_marker(self) -> tuple[str, bool]:
+        """PostgreSQL only: (a value that changes whenever a writing transaction begins or
+        ends, whether a step is executing now)."""
+        with self.database.autocommit() as session:
+            row = session.row("change_marker")
+        assert row is not None
+        return str(row["marker"]), bool(row["busy"])
 
     def reclaim_from_dead_workers(self, worker_ids: Sequence[str]) -> list[str]:
         """Mark workers dead and make the runs they held due now. Returns those runs."""

@@ -26,5 +26,24 @@ SELECT * FROM catalog WHERE run_id = %(run_id)s::uuid;
 -- name: catalog_items
 SELECT * FROM catalog ORDER BY imported_at DESC, id DESC LIMIT %(limit)s;
 
+-- name: search_catalog
+SELECT * FROM catalog
+WHERE title ILIKE %(pattern)s OR info_hash ILIKE %(pattern)s
+ORDER BY imported_at DESC, id DESC LIMIT %(limit)s;
+
 -- name: catalog_items_of_info_hash
 SELECT * FROM catalog WHERE info_hash = %(info_hash)s ORDER BY id;
+
+-- name: claim_library_path
+INSERT INTO library_claims (path, run_id, claimed_at)
+VALUES (%(path)s, %(run_id)s::uuid, %(now)s)
+ON CONFLICT (path) DO NOTHING;
+
+-- name: library_path_holder
+SELECT run_id FROM library_claims WHERE path = %(path)s;
+
+-- name: library_claims_of_run
+SELECT path FROM library_claims WHERE run_id = %(run_id)s::uuid ORDER BY path;
+
+-- name: release_library_path
+DELETE FROM library_claims WHERE path = %(path)s AND run_id = %(run_id)s::uuid;

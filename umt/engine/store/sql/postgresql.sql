@@ -40,6 +40,30 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
 ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 
+-- name: runs_page
+-- Newest first, keyset-paginated: the page after (before_created_at, before_id), never an
+-- OFFSET. pattern: a LIKE pattern matched against the title and the info-hash of the input.
+SELECT * FROM runs
+WHERE (%(pattern)s::text IS NULL
+       OR input->>'title' ILIKE %(pattern)s::text
+       OR input->>'info_hash' ILIKE %(pattern)s::text)
+  AND (%(before_created_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(before_created_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: runs_page_of_status
+-- runs_page for one status, written so that the plan can use runs_by_status.
+SELECT * FROM runs
+WHERE status = %(status)s::text
+  AND (%(pattern)s::text IS NULL
+       OR input->>'title' ILIKE %(pattern)s::text
+       OR input->>'info_hash' ILIKE %(pattern)s::text)
+  AND (%(before_created_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(before_created_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
 -- name: count_runs_by_status
 SELECT status, count(*) AS runs FROM runs GROUP BY status ORDER BY status;
 
@@ -56,6 +80,13 @@ SELECT a.*, s.name AS step_name
 FROM attempts a
 JOIN steps s ON s.run_id = a.run_id AND s.phase = a.phase AND s.position = a.position
 WHERE a.run_id = %(run_id)s::uuid
+ORDER BY a.id;
+
+-- name: running_attempts_of_runs
+SELECT a.*, s.name AS step_name
+FROM attempts a
+JOIN steps s ON s.run_id = a.run_id AND s.phase = a.phase AND s.position = a.position
+WHERE a.run_id = ANY(%(run_ids)s::uuid[]) AND a.status = 'running'
 ORDER BY a.id;
 
 -- name: cancel_run
@@ -164,6 +195,18 @@ UPDATE workers SET stopped_at = %(now)s WHERE id = %(worker_id)s::uuid AND stopp
 -- name: live_workers_on_host
 SELECT id, pid, process_start FROM workers
 WHERE host_key = %(host_key)s AND stopped_at IS NULL AND id <> %(worker_id)s::uuid;
+
+-- name: live_workers
+SELECT id, hostname, pid, workflows, started_at, heartbeat_at FROM workers
+WHERE stopped_at IS NULL AND heartbeat_at > %(since)s
+ORDER BY started_at, id;
+
+-- name: change_marker
+-- For readers that show live state: the snapshot text changes whenever a transaction that
+-- writes begins or ends (LISTEN/NOTIFY misses what needs no worker woken, e.g. a finished step
+-- or copy progress); busy: a step is being executed right now.
+SELECT pg_current_snapshot()::text AS marker,
+       EXISTS (SELECT 1 FROM attempts WHERE status = 'running') AS busy;
 
 -- name: mark_workers_dead
 UPDATE workers SET stopped_at = %(now)s

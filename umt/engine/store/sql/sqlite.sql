@@ -31,6 +31,29 @@ WHERE (:status IS NULL OR status = :status)
 ORDER BY created_at DESC, id
 LIMIT :limit;
 
+-- name: runs_page
+-- Newest first, keyset-paginated: the page after (before_created_at, before_id), never an
+-- OFFSET. pattern: a LIKE pattern matched against the title and the info-hash of the input.
+SELECT * FROM runs
+WHERE (:pattern IS NULL
+       OR json_extract(input, '$.title') LIKE :pattern ESCAPE '\'
+       OR json_extract(input, '$.info_hash') LIKE :pattern ESCAPE '\')
+  AND (:before_created_at IS NULL OR (created_at, id) < (:before_created_at, :before_id))
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: runs_page_of_status
+-- runs_page for one status, written so that the plan can use runs_by_status (SQLite plans
+-- once for any parameters: "(:status IS NULL OR ...)" would never use it).
+SELECT * FROM runs
+WHERE status = :status
+  AND (:pattern IS NULL
+       OR json_extract(input, '$.title') LIKE :pattern ESCAPE '\'
+       OR json_extract(input, '$.info_hash') LIKE :pattern ESCAPE '\')
+  AND (:before_created_at IS NULL OR (created_at, id) < (:before_created_at, :before_id))
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
 -- name: count_runs_by_status
 SELECT status, count(*) AS runs FROM runs GROUP BY status ORDER BY status;
 
@@ -47,6 +70,13 @@ SELECT a.*, s.name AS step_name
 FROM attempts a
 JOIN steps s ON s.run_id = a.run_id AND s.phase = a.phase AND s.position = a.position
 WHERE a.run_id = :run_id
+ORDER BY a.id;
+
+-- name: running_attempts_of_runs
+SELECT a.*, s.name AS step_name
+FROM attempts a
+JOIN steps s ON s.run_id = a.run_id AND s.phase = a.phase AND s.position = a.position
+WHERE a.run_id IN (SELECT value FROM json_each(:run_ids)) AND a.status = 'running'
 ORDER BY a.id;
 
 -- name: cancel_run
@@ -146,6 +176,11 @@ LIMIT 1;
 -- name: live_workers_on_host
 SELECT id, pid, process_start FROM workers
 WHERE host_key = :host_key AND stopped_at IS NULL AND id <> :worker_id;
+
+-- name: live_workers
+SELECT id, hostname, pid, workflows, started_at, heartbeat_at FROM workers
+WHERE stopped_at IS NULL AND heartbeat_at > :since
+ORDER BY started_at, id;
 
 -- name: mark_workers_dead
 UPDATE workers SET stopped_at = :now
