@@ -378,6 +378,38 @@ class Case:
         self.procs.append(proc)
         return proc
 
+    def freeze(self, proc: Proc, run_id: str, attempts: int = 50) -> None:
+        """SIGSTOP ``proc`` at a moment it holds no lock on ``run_id`` (nor, on SQLite, the
+        write lock): a process frozen inside a transaction blocks every other worker until it
+        is resumed, which is not the lease loss a scenario means to show."""
+        for _ in range(attempts):
+            proc.send(signal.SIGSTOP)
+            if wait_until(lambda: proc.state() == "T", 5, interval=0.01) and self._lockable(run_id):
+                return
+            proc.send(signal.SIGCONT)
+            time.sleep(0.05)
+        raise RuntimeError(f"{proc.label} always held a lock when frozen ({attempts} tries)")
+
+    def _lockable(self, run_id: str) -> bool:
+        """Whether the run's row (SQLite: the database) can be locked for writing right now."""
+        try:
+            if self.pg:
+                with psycopg.connect(self.db_url, connect_timeout=3) as conn:
+                    conn.execute("SET lock_timeout = '300ms'")
+                    conn.execute("SELECT id FROM umt.runs WHERE id = %s FOR UPDATE", (run_id,))
+                    conn.rollback()
+                return True
+            assert self.sqlite_path is not None
+            lite = sqlite3.connect(self.sqlite_path, timeout=0.3, isolation_level=None)
+            try:
+                lite.execute("BEGIN IMMEDIATE")
+                lite.execute("ROLLBACK")
+            finally:
+                lite.close()
+            return True
+        except (psycopg.Error, sqlite3.OperationalError):
+            return False
+
     def wait_registered(self, proc: Proc, timeout: float = 30.0) -> str | None:
         """The worker id of ``proc`` once it has registered."""
         def probe() -> str | None:

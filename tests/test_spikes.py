@@ -39,6 +39,7 @@ BROKEN = {
     "unfenced-publish": ("copy-freeze", "the library file was published once, by B"),
     "no-recovery": ("rename-kill", "A2 recognised the finished import"),
     "discard-finished": ("cancel-retention", "the library file stays, byte for byte"),
+    "path-claims": ("path-race", "the loser names the holder"),
 }
 
 

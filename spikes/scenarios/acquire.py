@@ -531,7 +531,7 @@ def frozen_mid_copy(case: Case) -> None:
     fake, hash_hex, run_id = _signaled_acquisition(case, "copy-freeze", "Frozen Film", 64 << 20)
     a = case.worker("A", workflows=["acquire"], faults="slow-copy=16")
     wait_until(lambda: [p for p in _partials(case) if _size(p) >= 16 << 20], 60, interval=0.05)
-    a.send(signal.SIGSTOP)
+    case.freeze(a, run_id)
     a_partials = set(_partials(case))
     b = case.worker("B", workflows=["acquire"], faults="slow-copy=16")
     b_id = case.wait_registered(b)

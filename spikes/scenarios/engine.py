@@ -69,7 +69,7 @@ def frozen_worker(case: Case) -> None:
 
     if not wait_until(lambda: hold_intent(a_id), 30):
         raise RuntimeError("worker A never reached the hold step")
-    a.send(signal.SIGSTOP)
+    case.freeze(a, run_id)
     stopped_at = time.time()
     time.sleep(0.2)  # a heartbeat A had already sent commits now, or never
     lease_until = timestamp(case.run(run_id).lease_expires_at) - stopped_at
