@@ -82,6 +82,8 @@ BAD_INPUTS = [
     Bad("unknown status", ("runs", "--status", "done"), 2, "--status: unknown status 'done'"),
     Bad("zero --limit", ("catalog", "--limit", "0"), 2,
         "Invalid value for '--limit': Input should be greater than or equal to 1"),
+    Bad("port 0 for the dashboard", ("web", "--port", "0"), 2,
+        "Invalid value for '--port': Input should be greater than or equal to 1"),
     Bad("unknown option", ("runs", "--bogus"), 2, "No such option: --bogus"),
     Bad("concurrency 0", ("worker", "--concurrency", "0"), 2, "Invalid value for '--concurrency'"),
     Bad("missing argument", ("cancel",), 2, "Missing argument 'RUN_ID'"),
