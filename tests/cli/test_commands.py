@@ -197,7 +197,7 @@ def test_db_status_migrate_and_gc(cli: Cli) -> None:
     assert "nothing to do" in cli.ok("db", "migrate").stdout
     status = cli.json("db", "status")
     assert status["current"] is True
-    assert "engine: version 1 of 1 (current)" in cli.ok("db", "status").stdout
+    assert "engine: version 2 of 2 (current)" in cli.ok("db", "status").stdout
     run_id = cli.start()
     cli.ok("cancel", run_id)
     _settle_compensation(cli, run_id)

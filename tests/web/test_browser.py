@@ -161,3 +161,54 @@ def test_cancel_from_the_page_and_watch_the_compensation(
     for path in (f"/runs/{run_id}", "/", "/catalog", "/health"):
         page.goto(f"{dashboard}{path}")
         assert page.evaluate("document.documentElement.scrollWidth") <= 390, path
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_copy_progress_moves_on_the_open_page(
+    tmp_path: Path, page: Page, film: SeededTorrent, monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest, backend: str,
+) -> None:
+    """A copy import on a slowed disk: the run page's progress bar advances without a reload
+    (bytes, percent and rate come from the copy itself, pushed by the live stream)."""
+    import time as clock
+
+    from umt.media.importing import copying
+
+    real_write = copying._write_all
+
+    def slow_write(fd: int, data: memoryview) -> None:  # ~8 MiB in about 6 s
+        clock.sleep(0.09)
+        real_write(fd, data)
+
+    monkeypatch.setattr(copying, "_write_all", slow_write)
+    client = QbtInstance.create(tmp_path / "client", local_host_auth=True)
+    client.start()
+    url = (f"sqlite:///{tmp_path}/umt.db" if backend == "sqlite"
+           else str(request.getfixturevalue("pg_url")))
+    pipeline = Pipeline(tmp_path / "umt", client, url, import_mode="copy")
+    client.set_finish_hook(pipeline.hook_program())
+    try:
+        torrent = tmp_path / "film.torrent"
+        torrent.write_bytes(film.torrent_bytes)
+        run_id = pipeline.start(str(torrent), title="Slow Copy Film")
+        with served(create_app(pipeline.app, checks=list, token=None)) as site:
+            page.goto(f"{site}/runs/{run_id}")
+            page.evaluate("window.notReloaded = true")
+            with pipeline.worker():
+                bar = page.locator("div.progress progress")
+                expect(bar).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+                first = float(bar.get_attribute("value") or 0)
+                expect(page.locator("div.progress span")).to_contain_text("copy-file")
+                page.wait_for_function(
+                    f"() => {{ const bar = document.querySelector('div.progress progress');"
+                    f" return bar !== null && Number(bar.value) > {first}; }}",
+                    timeout=LIVE_TIMEOUT_MS,
+                )
+                expect(page.locator("dl.facts .status")).to_have_text(
+                    "sleeping", timeout=LIVE_TIMEOUT_MS)
+            assert page.evaluate("window.notReloaded") is True
+        [library_file] = pipeline.library_files()
+        assert library_file.stat().st_size == film.path.stat().st_size
+    finally:
+        pipeline.close()
+        client.destroy()

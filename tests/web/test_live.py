@@ -69,7 +69,8 @@ def test_no_open_page_reads_nothing_and_an_idle_page_reads_at_the_worker_pace(
     reads = []
     if engine.database.notifies:
         marker = engine.change_marker
-        monkeypatch.setattr(engine, "change_marker", lambda: reads.append(1) or marker())
+        monkeypatch.setattr(engine, "change_marker",
+                            lambda keys: reads.append(1) or marker(keys))
     else:
         version = engine.database.data_version  # type: ignore[attr-defined]
         monkeypatch.setattr(engine.database, "data_version", lambda: reads.append(1) or version())
@@ -79,6 +80,10 @@ def test_no_open_page_reads_nothing_and_an_idle_page_reads_at_the_worker_pace(
         # What an idle worker does on PostgreSQL: LISTEN, and a look every poll interval.
         assert feed._interval(busy=False, hot_until=0) == settings.poll_interval.total_seconds()
         assert feed._interval(busy=True, hot_until=0) == 1.0
+        # A run falls due (a timer, a lease expiry): its claim notifies nobody, so look then.
+        assert feed._interval(busy=False, hot_until=0, due_in=0.3) == pytest.approx(0.35)
+        assert feed._interval(busy=False, hot_until=0, due_in=3600) == (
+            settings.poll_interval.total_seconds())
     else:
         # What an idle worker does on SQLite: PRAGMA data_version every SQLite poll interval.
         assert feed._interval(busy=False, hot_until=0) == (

@@ -30,7 +30,7 @@ from umt.engine.store.migrations import (
     require_current,
     schema_state,
 )
-from umt.engine.store.store import NO_WORKER, Store
+from umt.engine.store.store import NO_WORKER, ChangeMarker, Store
 from umt.engine.store.urls import parse_database_url
 from umt.engine.worker import Worker, WorkerOptions
 from umt.engine.workflow import Registry, Workflow
@@ -193,11 +193,12 @@ class Engine:
     def live_workers(self) -> list[LiveWorker]:
         return self.store.live_workers()
 
-    def change_marker(self) -> tuple[str, bool]:
-        """PostgreSQL only: a value that changes whenever a writing transaction begins or ends,
-        and whether a step is executing now (what a live page watches besides notifications;
-        on SQLite it watches ``PRAGMA data_version``)."""
-        return self.store.change_marker()
+    def change_marker(self, workflow_keys: Sequence[str]) -> ChangeMarker:
+        """PostgreSQL only: what a live page watches besides notifications (on SQLite it
+        watches ``PRAGMA data_version``): a value that changes whenever a writing transaction
+        begins or ends, whether a step is executing now, and when the next run of
+        ``workflow_keys`` becomes due."""
+        return self.store.change_marker(workflow_keys)
 
     def collect_garbage(self, older_than: timedelta) -> dict[str, int]:
         return self.store.collect_garbage(older_than)

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from umt.engine import Engine, EngineError
 from umt.engine.store.database import Listener
@@ -25,14 +25,17 @@ log = logging.getLogger(__name__)
 #: How long after a change the marker is read every ``busy_interval`` (a claimed run shows as
 #: running only after its claim, which notifies nobody).
 HOT_AFTER_CHANGE = 10.0
+#: Look this long after a run falls due: its worker claims it within a poll of the timer.
+DUE_GRACE = 0.05
 
 
 class ChangeFeed:
     def __init__(
         self, engine: Engine, *, sqlite_interval: float, idle_interval: float,
-        busy_interval: float = 1.0,
+        busy_interval: float = 1.0, workflow_keys: Sequence[str] = (),
     ) -> None:
         self._engine = engine
+        self._workflow_keys = list(workflow_keys)
         self._sqlite_interval = sqlite_interval
         self._idle_interval = idle_interval
         self._busy_interval = busy_interval
@@ -77,16 +80,20 @@ class ChangeFeed:
         read = self._marker_reader()
         last: str | None = None
         hot_until = 0.0
+        due_in: float | None = None
         while not self._closed.is_set():
             if not self._has_subscribers():
                 self._wake.wait()
                 self._wake.clear()
                 continue
             try:
-                marker, busy = read()
+                marker, busy, due_in = read()
             except EngineError as exc:
                 log.warning("umt web: cannot read the database (%s)", exc)
-                marker, busy = last, False
+                marker, busy, due_in = last, False, None
+            if due_in is not None and due_in <= 0:
+                # A run is due: a worker claims it now, which notifies nobody.
+                hot_until = max(hot_until, time.monotonic() + HOT_AFTER_CHANGE)
             if marker != last:
                 # Also on the first reading: what changed before this thread looked is news
                 # to the first page, which was rendered before it subscribed.
@@ -94,23 +101,36 @@ class ChangeFeed:
                 if last is not None:
                     hot_until = time.monotonic() + HOT_AFTER_CHANGE
                 last = marker
-            self._wake.wait(self._interval(busy, hot_until))
+            self._wake.wait(self._interval(busy, hot_until, due_in))
             self._wake.clear()
 
-    def _marker_reader(self) -> Callable[[], tuple[str | None, bool]]:
+    def _marker_reader(self) -> Callable[[], tuple[str | None, bool, float | None]]:
+        """(marker, a step runs now, seconds until the next run is due)."""
         database = self._engine.database
         if not database.notifies:
             from umt.engine.store.sqlite import SqliteDatabase
 
             assert isinstance(database, SqliteDatabase)
-            return lambda: (str(database.data_version()), False)
-        return self._engine.change_marker
+            return lambda: (str(database.data_version()), False, None)
 
-    def _interval(self, busy: bool, hot_until: float) -> float:
+        def read() -> tuple[str | None, bool, float | None]:
+            marker = self._engine.change_marker(self._workflow_keys)
+            due = marker.next_due
+            due_in = (due - self._engine.clock.now()).total_seconds() if due else None
+            return marker.marker, marker.busy, due_in
+
+        return read
+
+    def _interval(self, busy: bool, hot_until: float, due_in: float | None = None) -> float:
+        """How long to wait before the next look: the cost of an idle worker (one look every
+        poll interval), but at once when a run falls due, and every second while something
+        moves without notifying (a step runs, a run was just claimed)."""
         if not self._engine.database.notifies:
             return self._sqlite_interval
         if busy or time.monotonic() < hot_until:
             return self._busy_interval
+        if due_in is not None:
+            return max(0.0, min(self._idle_interval, due_in + DUE_GRACE))
         return self._idle_interval
 
     def _has_subscribers(self) -> bool:

@@ -72,6 +72,7 @@ def create_app(
     feed = ChangeFeed(
         engine, sqlite_interval=settings.sqlite_poll_interval.total_seconds(),
         idle_interval=settings.poll_interval.total_seconds(),
+        workflow_keys=app.registry().keys(),
     )
 
     @asynccontextmanager

@@ -107,6 +107,18 @@ class BufferedStatement:
 
 
 @dataclass(frozen=True)
+class ChangeMarker:
+    """What a live reader watches besides notifications (PostgreSQL)."""
+
+    #: Changes whenever a writing transaction begins or ends.
+    marker: str
+    #: A step is being executed right now.
+    busy: bool
+    #: When the next run of the given workflows becomes due (its claim notifies nobody).
+    next_due: datetime | None
+
+
+@dataclass(frozen=True)
 class LeaseState:
     status: str
     owner: str | None
@@ -442,13 +454,12 @@ class Store:
             for row in rows
         ]
 
-    def change_marker(self) -> tuple[str, bool]:
-        """PostgreSQL only: (a value that changes whenever a writing transaction begins or
-        ends, whether a step is executing now)."""
+    def change_marker(self, workflow_keys: Sequence[str]) -> ChangeMarker:
+        """PostgreSQL only: see ``ChangeMarker``."""
         with self.database.autocommit() as session:
-            row = session.row("change_marker")
+            row = session.row("change_marker", workflow_keys=list(workflow_keys))
         assert row is not None
-        return str(row["marker"]), bool(row["busy"])
+        return ChangeMarker(str(row["marker"]), bool(row["busy"]), row["next_due"])
 
     def reclaim_from_dead_workers(self, worker_ids: Sequence[str]) -> list[str]:
         """Mark workers dead and make the runs they held due now. Returns those runs."""

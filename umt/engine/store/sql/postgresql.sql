@@ -204,9 +204,18 @@ ORDER BY started_at, id;
 -- name: change_marker
 -- For readers that show live state: the snapshot text changes whenever a transaction that
 -- writes begins or ends (LISTEN/NOTIFY misses what needs no worker woken, e.g. a finished step
--- or copy progress); busy: a step is being executed right now.
+-- or copy progress); busy: a step is being executed right now; next_due: when the next run of
+-- these workflows becomes due (its claim will notify nobody either).
 SELECT pg_current_snapshot()::text AS marker,
-       EXISTS (SELECT 1 FROM attempts WHERE status = 'running') AS busy;
+       EXISTS (SELECT 1 FROM attempts WHERE status = 'running') AS busy,
+       (SELECT min(d.due_at)
+        FROM unnest(%(workflow_keys)s::text[]) AS k(workflow_key)
+        CROSS JOIN LATERAL (
+            SELECT due_at FROM runs
+            WHERE workflow_key = k.workflow_key AND due_at IS NOT NULL
+            ORDER BY due_at
+            LIMIT 1
+        ) AS d) AS next_due;
 
 -- name: mark_workers_dead
 UPDATE workers SET stopped_at = %(now)s
