@@ -21,24 +21,29 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from spikes.harness import BREAK_ENV, POSTGRESQL, SQLITE, Case, Spikes
+from spikes.breakages import BREAK_ENV, BREAKAGES
+from spikes.breakages import parse as parse_breakages
+from spikes.harness import POSTGRESQL, SQLITE, Case, Spikes
 from spikes.report import Report, Section
 from spikes.scenarios import Scenario, register_all
 
 BACKEND_LABELS = {POSTGRESQL: "PostgreSQL", SQLITE: "SQLite"}
 
 
-def _matches(scenario: Scenario, wanted: str) -> bool:
-    """``wanted`` is the scenario's key or a prefix of it (b = b-kill and b-freeze)."""
-    return scenario.key == wanted or scenario.key.startswith(f"{wanted}-")
+def _matches(scenario: Scenario, wanted: str, scenarios: list[Scenario]) -> bool:
+    """``wanted`` is the scenario's key, or else a prefix of keys (b = b-kill and b-freeze;
+    qbt-drop is only qbt-drop, not qbt-drop-real)."""
+    if any(s.key == wanted for s in scenarios):
+        return scenario.key == wanted
+    return scenario.key.startswith(f"{wanted}-")
 
 
 def _select(scenarios: list[Scenario], only: str | None) -> list[Scenario]:
     if not only:
         return [s for s in scenarios if s.default]
     wanted = [w.strip() for w in only.split(",") if w.strip()]
-    chosen = [s for s in scenarios if any(_matches(s, w) for w in wanted)]
-    unknown = [w for w in wanted if not any(_matches(s, w) for s in scenarios)]
+    chosen = [s for s in scenarios if any(_matches(s, w, scenarios) for w in wanted)]
+    unknown = [w for w in wanted if not any(_matches(s, w, scenarios) for s in scenarios)]
     if unknown:
         raise SystemExit(f"spikes: unknown scenario(s) {', '.join(unknown)}; known: "
                          + ", ".join(s.key for s in scenarios))
@@ -71,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args(argv)
 
+    parse_breakages(os.environ.get(BREAK_ENV, ""))  # a misspelt name stops here, not later
     known = register_all()
     scenarios = _select(known, args.only)
     if args.list:
@@ -140,7 +146,9 @@ def _header(pg_version: str | None, args: argparse.Namespace,
     ]
     if os.environ.get(BREAK_ENV):
         lines.append(f"- **broken build**: {BREAK_ENV}={os.environ[BREAK_ENV]} in every umt "
-                     "process (the scenarios that depend on it must FAIL)")
+                     "process (the scenarios that depend on it must FAIL; spikes/breakages.py):")
+        lines += [f"  - `{name}`: {BREAKAGES[name].breaks} (patched: {BREAKAGES[name].seam})"
+                  for name in parse_breakages(os.environ[BREAK_ENV])]
     return lines
 
 

@@ -28,12 +28,12 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.rows import dict_row
 
+from spikes.breakages import BREAK_ENV
 from spikes.fake_qbittorrent import FakeQbittorrent
 from spikes.report import Section, compact
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-BREAK_ENV = "UMT_ENGINE_BREAK"
 POSTGRESQL = "postgresql"
 SQLITE = "sqlite"
 T = TypeVar("T")
@@ -75,6 +75,14 @@ def wait_until(probe: Callable[[], T | None], timeout: float, interval: float = 
         if time.monotonic() > deadline:
             return None
         time.sleep(interval)
+
+
+class RunNotReached(AssertionError):
+    """A run did not reach the state a scenario waits for."""
+
+
+def _described(until: Callable[[Any], bool] | Sequence[str]) -> str:
+    return "the awaited state" if callable(until) else "/".join(until)
 
 
 # ---------------------------------------------------------------------- processes
@@ -321,7 +329,8 @@ class Case:
     # ------------------------------------------------------------------ umt processes
 
     def _argv(self, spike: bool) -> list[str]:
-        module = "spikes.umt_cli" if spike else "umt.cli.main"
+        # A breakage is installed by spikes.umt_cli: then every umt process goes through it.
+        module = "spikes.umt_cli" if spike or os.environ.get(BREAK_ENV) else "umt.cli.main"
         return [PYTHON, "-m", module, "--config", str(self.config_path)]
 
     def shorten(self, text: str) -> str:
@@ -368,6 +377,38 @@ class Case:
         proc = self.spikes.spawn(label, argv, child_env(extra), log_path)
         self.procs.append(proc)
         return proc
+
+    def freeze(self, proc: Proc, run_id: str, attempts: int = 50) -> None:
+        """SIGSTOP ``proc`` at a moment it holds no lock on ``run_id`` (nor, on SQLite, the
+        write lock): a process frozen inside a transaction blocks every other worker until it
+        is resumed, which is not the lease loss a scenario means to show."""
+        for _ in range(attempts):
+            proc.send(signal.SIGSTOP)
+            if wait_until(lambda: proc.state() == "T", 5, interval=0.01) and self._lockable(run_id):
+                return
+            proc.send(signal.SIGCONT)
+            time.sleep(0.05)
+        raise RuntimeError(f"{proc.label} always held a lock when frozen ({attempts} tries)")
+
+    def _lockable(self, run_id: str) -> bool:
+        """Whether the run's row (SQLite: the database) can be locked for writing right now."""
+        try:
+            if self.pg:
+                with psycopg.connect(self.db_url, connect_timeout=3) as conn:
+                    conn.execute("SET lock_timeout = '300ms'")
+                    conn.execute("SELECT id FROM umt.runs WHERE id = %s FOR UPDATE", (run_id,))
+                    conn.rollback()
+                return True
+            assert self.sqlite_path is not None
+            lite = sqlite3.connect(self.sqlite_path, timeout=0.3, isolation_level=None)
+            try:
+                lite.execute("BEGIN IMMEDIATE")
+                lite.execute("ROLLBACK")
+            finally:
+                lite.close()
+            return True
+        except (psycopg.Error, sqlite3.OperationalError):
+            return False
 
     def wait_registered(self, proc: Proc, timeout: float = 30.0) -> str | None:
         """The worker id of ``proc`` once it has registered."""
@@ -417,7 +458,25 @@ class Case:
 
     def wait_run(self, run_id: str, until: Callable[[Any], bool] | Sequence[str],
                  timeout: float) -> Any:
-        """The run once ``until`` holds (statuses, or a predicate), else its last state."""
+        """The run once ``until`` holds (statuses, or a predicate); raises ``RunNotReached``
+        after ``timeout`` seconds, so that a scenario never goes on from a state it did not
+        reach."""
+        found = self._poll_run(run_id, until, timeout)
+        if found is None:
+            last = self.run(run_id)
+            raise RunNotReached(f"run {run_id} did not reach {_described(until)} within "
+                                f"{timeout:.0f} s (last status {last.status})")
+        return found
+
+    def settled(self, run_id: str, timeout: float) -> Any:
+        """The run once final and done compensating, else its last state (which the
+        scenario's checks then judge: a run that never settles fails them)."""
+        found = self._poll_run(run_id, lambda r: r.finished and r.compensation not in (
+            "pending", "running"), timeout)
+        return found if found is not None else self.run(run_id)
+
+    def _poll_run(self, run_id: str, until: Callable[[Any], bool] | Sequence[str],
+                  timeout: float) -> Any:
         if callable(until):
             predicate = until
         else:
@@ -428,12 +487,7 @@ class Case:
             run = self.run(run_id)
             return run if predicate(run) else None
 
-        found = wait_until(probe, timeout)
-        return found if found is not None else self.run(run_id)
-
-    def settled(self, run_id: str, timeout: float) -> Any:
-        return self.wait_run(run_id, lambda r: r.finished and r.compensation not in (
-            "pending", "running"), timeout)
+        return wait_until(probe, timeout)
 
     def ledger(self, run_id: str | None = None) -> list[dict[str, Any]]:
         where = "WHERE run_id = :run_id" if run_id else ""

@@ -11,6 +11,8 @@ Everything is umt's CLI (``umt.cli.main``: same commands, same JSON, same exit c
   ``stop-after-rename``: right after the first publish of a ``*.umt-partial`` file under its
   library name the process stops itself (SIGSTOP), so that the spike can kill it between the
   publish and the commit of the step.
+- ``UMT_ENGINE_BREAK=name,…``: the named breakages of ``spikes/breakages.py`` (each removes
+  one guarantee of umt, to show that the scenario guarding it fails).
 - one more command, ``spike-start WORKFLOW@VERSION``, which starts runs of a spike workflow
   (``start-acquire`` only starts acquisitions).
 """
@@ -25,6 +27,9 @@ import time
 from typing import Annotated, Any
 
 import typer
+
+from spikes.breakages import BREAK_ENV
+from spikes.breakages import install as install_breakages
 
 WORKFLOWS_ENV = "SPIKE_WORKFLOWS"
 FAULTS_ENV = "SPIKE_FAULTS"
@@ -166,6 +171,9 @@ def spike_start(
 
 
 def main() -> None:
+    broken = install_breakages(os.environ.get(BREAK_ENV, ""))
+    if broken:
+        sys.stderr.write(f"spike breakages in pid {os.getpid()}: {', '.join(broken)}\n")
     installed = install_faults(os.environ.get(FAULTS_ENV, ""))
     if installed:
         sys.stderr.write(f"spike faults in pid {os.getpid()}: {', '.join(installed)}\n")

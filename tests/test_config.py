@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 import umt.config as config
+from tests.support.unprivileged import as_nobody, reachable_folder
 from umt.config import (
     ENV_VARS,
     ConfigError,
@@ -230,15 +231,22 @@ def test_directory_instead_of_file(tmp_path: Path) -> None:
     assert "is a directory" in error_of(tmp_path)
 
 
-def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write(tmp_path / "c.toml", "")
+def test_unreadable_file() -> None:
+    """The kernel's own refusal, as an unprivileged user (root reads a mode-000 file)."""
+    with reachable_folder() as folder:
+        unreadable = write(folder / "c.toml", "")
+        unreadable.chmod(0)
+        readable = write(folder / "ok.toml", "[acquire]\nretention = '2d'\n")
+        readable.chmod(0o644)
 
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise PermissionError(13, "Permission denied")
+        def outcome(path: Path) -> str:
+            try:
+                return str(load_settings(path, env={}).acquire.retention)
+            except ConfigError as exc:
+                return str(exc)
 
-    monkeypatch.setattr(Path, "open", refuse)  # chmod 000 would not stop a root test run
-    message = error_of(path)
-    assert message == f"cannot read config file {path}: Permission denied"
+        seen = as_nobody(lambda: [outcome(unreadable), outcome(readable)])
+    assert seen == [f"cannot read config file {unreadable}: Permission denied", "2 days, 0:00:00"]
 
 
 @pytest.mark.parametrize(

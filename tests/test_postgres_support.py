@@ -19,8 +19,10 @@ from tests.support.postgres import (
     PostgresCluster,
     PostgresClusterError,
 )
+from tests.support.skips import unavailable
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the root code path")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason=unavailable(
+    "PostgreSQL test clusters started as root (through runuser)", "not running as root"))
 
 
 def query_one(url: str, query: str) -> tuple[object, ...]:

@@ -1,10 +1,10 @@
-"""The spikes can fail (issue 6, acceptance 2): against a deliberately broken engine
-(``UMT_ENGINE_BREAK``, see ``umt/engine/faults.py``) the scenario that depends on the broken
-property reports FAIL and ``python -m spikes`` exits 1; against the real engine the same
-scenarios PASS and it exits 0.
+"""The spikes can fail (issue 6, acceptance 2; issue 17): against a build with one guarantee
+removed (``UMT_ENGINE_BREAK=<breakage>``, see ``spikes/breakages.py``) the scenario guarding it
+reports FAIL on both backends, for the check that names that guarantee, and ``python -m spikes``
+exits 1; against the real build the same scenarios PASS and it exits 0.
 
-Each run is ``python -m spikes --only … --backend sqlite`` in its own process (its workers and
-CLI commands inherit the switch); the four runs go in parallel to keep this test short.
+Each run is ``python -m spikes --only <scenario>`` (both backends) in its own process, whose
+workers and commands inherit the breakage; a few run at a time.
 """
 
 from __future__ import annotations
@@ -13,64 +13,103 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from spikes.breakages import BREAKAGES
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 REPO = Path(__file__).resolve().parents[1]
+BACKENDS = ("PostgreSQL", "SQLite")
+AT_ONCE = 3
 
-#: switch → the scenario that must FAIL without it, and the check that must say why.
+#: breakage → the scenario that must FAIL with it, and the start of the check that must say why.
 BROKEN = {
     "fencing": ("b-freeze", "exactly one `done` row for hold, written by B"),
     "mailbox": ("c", "wait-download received that very signal"),
     "determinism": ("g", "the drifted v1 code stopped the run"),
+    "versions": ("g", "v1 run due but untouched while only v2 ran"),
+    "reaping": ("b-kill", "same-host takeover before A's lease ran out"),
+    "retries": ("e", "5 planned failures, 3 allowed"),
+    "idempotency": ("f", "same key, same input: the existing run"),
+    "uncancelable-copy": ("d", "the in-flight copy stopped before its end"),
+    "unfenced-publish": ("copy-freeze", "the library file was published once, by B"),
+    "no-recovery": ("rename-kill", "A2 recognised the finished import"),
+    "discard-finished": ("cancel-retention", "the library file stays, byte for byte"),
+    "path-claims": ("path-race", "the loser names the holder"),
 }
 
 
-def _spikes(tmp_path: Path, name: str, only: str, switch: str | None) -> subprocess.Popen[str]:
+def _spikes(report: Path, scenario: str, breakage: str | None) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UMT_", "SPIKE_"))}
-    if switch:
-        env["UMT_ENGINE_BREAK"] = switch
+    if breakage:
+        env["UMT_ENGINE_BREAK"] = breakage
     env["PYTHONPATH"] = str(REPO)
-    report = tmp_path / f"{name}.md"
-    return subprocess.Popen(
-        [sys.executable, "-m", "spikes", "--only", only, "--backend", "sqlite",
+    done = subprocess.run(
+        [sys.executable, "-m", "spikes", "--only", scenario, "--backend", "both",
          "--report", str(report)],
         cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, timeout=900, check=False,
     )
+    return done.returncode, done.stderr
 
 
-def _results(report: str) -> dict[str, str]:
-    """scenario key → PASS/FAIL, from the report's summary table."""
-    return dict(re.findall(r"^\| \(([\w-]+)\) .*? \| SQLite \| (PASS|FAIL) \|", report, re.M))
+def _sections(report: str) -> dict[tuple[str, str], tuple[str, list[str]]]:
+    """(scenario, backend) → (PASS/FAIL, the section's FAIL lines)."""
+    found = {}
+    for section in re.split(r"^(?=## \()", report, flags=re.M)[1:]:
+        head = re.match(r"## \(([\w-]+)\) .* — (\w+): (PASS|FAIL)", section)
+        assert head is not None, section[:200]
+        failed = [line for line in section.splitlines() if line.startswith("- FAIL: ")]
+        found[(head[1], head[2])] = (head[3], failed)
+    return found
 
 
-def test_scenarios_pass_on_the_real_engine_and_fail_on_broken_ones(tmp_path: Path) -> None:
-    runs = {"real": _spikes(tmp_path, "real", ",".join(s for s, _ in BROKEN.values()), None)}
-    for switch, (scenario, _) in BROKEN.items():
-        runs[switch] = _spikes(tmp_path, switch, scenario, switch)
-    codes: dict[str, int] = {}
-    try:
-        for name, process in runs.items():
-            _, stderr = process.communicate(timeout=400)
-            codes[name] = process.returncode
-            assert (tmp_path / f"{name}.md").exists(), stderr
-    finally:
-        for process in runs.values():
-            if process.poll() is None:
-                process.kill()
+def _problems(name: str, report_path: Path, code: int, stderr: str,
+              scenario: str, reason: str | None) -> list[str]:
+    """What is wrong with one run: empty when the real build PASSed (``reason`` None) or the
+    broken one FAILed on both backends for ``reason``."""
+    if not report_path.exists():
+        return [f"{name}: no report (exit {code}): {stderr[-2000:]}"]
+    report = report_path.read_text()
+    sections = _sections(report)
+    problems = []
+    if sorted(sections) != sorted((scenario, backend) for backend in BACKENDS):
+        problems.append(f"{name}: ran {sorted(sections)}, not {scenario} on both backends")
+    for (_, backend), (result, failed) in sections.items():
+        if reason is None and result != "PASS":
+            problems.append(f"{name} on {backend}: FAIL on the real build: {failed}")
+        if reason is not None and not any(line.startswith(f"- FAIL: {reason}")
+                                          for line in failed):
+            problems.append(f"{name} on {backend}: {result}, but not for {reason!r}: {failed}")
+    if "Error (the scenario could not finish)" in report:
+        problems.append(f"{name}: a scenario could not finish (see {report_path})")
+    if code != (0 if reason is None else 1):
+        problems.append(f"{name}: python -m spikes exited {code}")
+    if reason is not None and f"UMT_ENGINE_BREAK={name}" not in report:
+        problems.append(f"{name}: the report does not name the breakage")
+    return problems
 
-    real = (tmp_path / "real.md").read_text()
-    assert codes["real"] == 0, real
-    assert _results(real) == {s: "PASS" for s, _ in BROKEN.values()}, real
-    for switch, (scenario, reason) in BROKEN.items():
-        report = (tmp_path / f"{switch}.md").read_text()
-        assert codes[switch] == 1, report
-        assert _results(report) == {scenario: "FAIL"}, report
-        assert f"UMT_ENGINE_BREAK={switch}" in report
-        failed = [line for line in report.splitlines() if line.startswith("- FAIL: ")]
-        assert any(reason in line for line in failed), report
-        assert "Error (the scenario could not finish)" not in report, report
+
+def test_every_breakage_is_guarded_by_a_scenario() -> None:
+    assert sorted(BROKEN) == sorted(BREAKAGES)
+
+
+def test_scenarios_pass_on_the_real_build_and_fail_on_broken_ones(tmp_path: Path) -> None:
+    jobs: list[tuple[str, str, str | None]] = [
+        (f"real-{scenario}", scenario, None) for scenario in sorted({s for s, _ in BROKEN.values()})
+    ]
+    jobs += [(name, scenario, reason) for name, (scenario, reason) in BROKEN.items()]
+
+    def run(job: tuple[str, str, str | None]) -> list[str]:
+        name, scenario, reason = job
+        report = tmp_path / f"{name}.md"
+        code, stderr = _spikes(report, scenario, None if reason is None else name)
+        return _problems(name, report, code, stderr, scenario, reason)
+
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+        problems = [problem for found in pool.map(run, jobs) for problem in found]
+    assert not problems, "\n".join(problems)

@@ -26,6 +26,11 @@ missing_system_packages() {
     local python
     if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then echo postgresql; fi
     if ! command -v qbittorrent-nox >/dev/null; then echo qbittorrent-nox; fi
+    # The importer's tests mount a tmpfs (full disk, read-only library) and loop-mount a btrfs
+    # image (reflinks): a full run must not skip them for want of these tools.
+    if ! command -v mkfs.btrfs >/dev/null; then echo btrfs-progs; fi
+    if ! command -v mount >/dev/null || ! command -v losetup >/dev/null; then echo mount; fi
+    if ! command -v runuser >/dev/null; then echo util-linux; fi
     # The browser tests of `umt web` drive Debian's chromium (Playwright's download is not used).
     # Without root they are skipped instead (see tests/web/browser).
     if [[ ! -x /usr/bin/chromium && $(id -u) -eq 0 ]]; then echo chromium; fi

@@ -69,7 +69,7 @@ def frozen_worker(case: Case) -> None:
 
     if not wait_until(lambda: hold_intent(a_id), 30):
         raise RuntimeError("worker A never reached the hold step")
-    a.send(signal.SIGSTOP)
+    case.freeze(a, run_id)
     stopped_at = time.time()
     time.sleep(0.2)  # a heartbeat A had already sent commits now, or never
     lease_until = timestamp(case.run(run_id).lease_expires_at) - stopped_at
@@ -500,24 +500,27 @@ def _client_summary(output: str) -> str:
           setup="umt CLI and `umt worker`; fake qBittorrent")
 def restart_during_sleep(case: Case) -> None:
     case.section.summary = (
-        "An acquisition sleeps in `retention` (8 s) when PostgreSQL is restarted (fast "
-        "shutdown, start). The worker must survive, the timer fire once, the run finish.")
+        "An acquisition sleeps in `retention` (20 s) when PostgreSQL is restarted (fast "
+        "shutdown, start). The restart must fall inside the sleep (it ends before the timer "
+        "is due); the worker must survive, the timer fire once, the run finish.")
     case.configure(poll="1s")
     migrate(case)
     fake = case.fake_qbittorrent()
     hash_hex = info_hash("pg-sleep")
     fake.prepare(hash_hex, "Sleep Film", 1 << 20)
     case.umt("signal", f"download-done:{hash_hex}")
-    started = case.umt("start-acquire", magnet(hash_hex, "Sleep Film"), "--retention", "8s")
+    started = case.umt("start-acquire", magnet(hash_hex, "Sleep Film"), "--retention", "20s")
     run_id = str((started.json or {}).get("run_id"))
     worker = case.worker("A")
-    case.wait_run(run_id, ["sleeping"], 30)
+    asleep = case.wait_run(run_id, ["sleeping"], 30)
+    wake_at = timestamp(asleep.due_at) if asleep.due_at is not None else 0.0
     case.umt("status", run_id)
     cluster = case.spikes.postgres()
-    down = time.monotonic()
+    down = time.time()
     cluster.restart()
-    case.section.say(f"PostgreSQL restarted in {time.monotonic() - down:.1f} s while the run "
-                     "slept.")
+    up = time.time()
+    case.section.say(f"PostgreSQL restarted from +0.0 s to +{up - down:.1f} s; the timer was due "
+                     f"at +{wake_at - down:.1f} s.")
     run = case.settled(run_id, 40)
     case.umt("status", run_id)
     show = case.umt("show", run_id, show=False).json or {}
@@ -527,10 +530,14 @@ def restart_during_sleep(case: Case) -> None:
                         f"  ({len(away)} lines about the database being away)"])
     steps = {s["name"]: s for s in show.get("steps", [])}
     check = case.section.check
+    check(down < up < wake_at, "the restart fell inside the sleep: PostgreSQL was back "
+          f"{wake_at - up:.1f} s before the timer was due")
     check(run.status == "succeeded", f"the run succeeded ({run.status})")
-    check(steps.get("retention", {}).get("status") == "succeeded"
-          and len(steps.get("cleanup", {}).get("attempts", [])) == 1,
-          "the timer fired once: retention succeeded, cleanup ran once")
+    cleanup = steps.get("cleanup", {}).get("attempts", [])
+    check(steps.get("retention", {}).get("status") == "succeeded" and len(cleanup) == 1
+          and timestamp(cleanup[0]["started_at"]) >= wake_at,
+          "the timer fired once, when due: retention succeeded, cleanup ran once, after "
+          "the sleep's end")
     check(worker.alive(), "the worker did not exit")
 
 
@@ -551,8 +558,8 @@ def ten_thousand_sleepers(case: Case) -> None:
                        "--key-prefix", "s10k", "--input", '{"duration": "1h"}', spike=True,
                        show=False)
     began = time.monotonic()
-    case.worker("A", workflows=[f"{SLEEPER}@1"], concurrency=32)
-    case.worker("B", workflows=[f"{SLEEPER}@1"], concurrency=32)
+    workers = [case.worker(label, workflows=[f"{SLEEPER}@1"], concurrency=32)
+               for label in ("A", "B")]
 
     def sleeping() -> int:
         rows = case.sql("SELECT count(*) AS n FROM umt.runs WHERE status = 'sleeping'")
@@ -590,11 +597,22 @@ def ten_thousand_sleepers(case: Case) -> None:
         lines.append(f"    {stat['calls']:>4} {mean:7.3f}  {query}")
     case.section.block(lines)
     running = case.sql("SELECT count(*) AS n FROM umt.runs WHERE status <> 'sleeping'")
+    claims = sum(int(s["calls"]) for s in stats if _is_claim(str(s["query"])))
+    polls_expected = 2 * int(window // 5.0) - 2
     slowest = max((float(s["total_exec_time"]) / max(int(s["calls"]), 1) for s in stats),
                   default=0.0)
     check = case.section.check
     check(parked == 10000 and running[0]["n"] == 0, "all 10,000 runs sleep, none holds a worker")
+    check(all(w.alive() for w in workers) and claims >= polls_expected,
+          f"both workers were alive and polling through the window: {claims} claim queries "
+          f"(at least {polls_expected} expected from two workers polling every 5 s)")
     check(calls / window < 10, f"idle polling stays cheap: {calls / window:.1f} statements/s for "
           "two workers (fewer than 10)")
     check(slowest < 20, f"no idle statement is slow with 10,000 sleepers (slowest mean "
           f"{slowest:.2f} ms)")
+
+
+def _is_claim(query: str) -> bool:
+    """The statement a worker's poll makes: the claim that leases due runs."""
+    text = " ".join(query.split()).lower()
+    return "skip locked" in text and "lease_owner" in text

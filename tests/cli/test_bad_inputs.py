@@ -8,16 +8,19 @@ the whole report (doctor is the exception: its JSON report is its result).
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.main
 
 from tests.cli.conftest import INFO_HASH, Cli, magnet, qbittorrent_env
+from tests.support.skips import skip_by_design
+from tests.support.unprivileged import as_nobody, reachable_folder
+from umt.cli.main import app
 
 UNKNOWN_RUN = "0b7c5a1e-4f7d-4a53-9a38-2c8f1d4e6b90"
 COUNTED_TABLES = ("runs", "steps", "attempts", "signals", "workers", "ledger", "catalog")
@@ -35,6 +38,8 @@ class Bad:
     qbittorrent: bool = False
     #: doctor prints its report on stdout even when a check fails.
     reports: bool = False
+    #: Run as an unprivileged user (root reads a mode-000 file).
+    unprivileged: bool = False
 
 
 BAD_INPUTS = [
@@ -75,11 +80,15 @@ BAD_INPUTS = [
     Bad("malformed info-hash from the hook", ("hook", "download-done", "1234"), 2,
         "'1234' is not a v1 info-hash"),
     Bad("unknown status", ("runs", "--status", "done"), 2, "--status: unknown status 'done'"),
+    Bad("zero --limit", ("catalog", "--limit", "0"), 2,
+        "Invalid value for '--limit': Input should be greater than or equal to 1"),
+    Bad("port 0 for the dashboard", ("web", "--port", "0"), 2,
+        "Invalid value for '--port': Input should be greater than or equal to 1"),
     Bad("unknown option", ("runs", "--bogus"), 2, "No such option: --bogus"),
     Bad("concurrency 0", ("worker", "--concurrency", "0"), 2, "Invalid value for '--concurrency'"),
     Bad("missing argument", ("cancel",), 2, "Missing argument 'RUN_ID'"),
     Bad("unreadable config file", ("runs",), 2, "cannot read config file",
-        env={"UMT_CONFIG": "{tmp}/unreadable.toml"}),
+        env={"UMT_CONFIG": "{shared}/unreadable.toml"}, unprivileged=True),
     Bad("config with an unknown key", ("runs",), 2,
         "unknown setting 'qbittorrent.passwd' (did you mean 'qbittorrent.password'?)",
         env={"UMT_CONFIG": "{tmp}/unknown-key.toml"}),
@@ -108,8 +117,32 @@ BAD_INPUTS = [
 ]
 
 
-def test_the_table_is_large_enough() -> None:
-    assert len(BAD_INPUTS) >= 15
+def _commands_taking_values() -> set[tuple[str, ...]]:
+    """Every command path of the real CLI that takes a value (argument or non-flag option)."""
+    found: set[tuple[str, ...]] = set()
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+        elif any(p.param_type_name == "argument" or not p.is_flag for p in command.params):
+            found.add(path)
+
+    walk(typer.main.get_command(app), ())
+    return found
+
+
+def _command_path(args: tuple[str, ...]) -> tuple[str, ...]:
+    words = [arg for arg in args if not arg.startswith("-") and "{" not in arg]
+    return tuple(words[:2]) if words and words[0] in ("db", "hook", "qbittorrent") else (
+        tuple(words[:1]))
+
+
+def test_every_command_that_takes_a_value_has_a_bad_input() -> None:
+    """Measured against the CLI itself, so a new command or option without a row fails here."""
+    covered = {_command_path(bad.args) for bad in BAD_INPUTS}
+    assert _commands_taking_values() - covered == set()
+    assert {bad.code for bad in BAD_INPUTS} == {1, 2}
     assert len({bad.id for bad in BAD_INPUTS}) == len(BAD_INPUTS)
 
 
@@ -117,8 +150,6 @@ def test_the_table_is_large_enough() -> None:
 def files(tmp_path: Path) -> Path:
     (tmp_path / "empty.torrent").write_bytes(b"")
     (tmp_path / "notes.torrent").write_text("these are notes, not a torrent\n")
-    (tmp_path / "unreadable.toml").write_text("[acquire]\nretention = '1d'\n")
-    (tmp_path / "unreadable.toml").chmod(0)
     (tmp_path / "unknown-key.toml").write_text("[qbittorrent]\npasswd = 'hunter2-secret'\n")
     (tmp_path / "broken.toml").write_text("[library\ndir = '/srv'\n")
     return tmp_path
@@ -138,56 +169,71 @@ def _file_state(path: Path) -> tuple[bytes, int] | None:
     return (path.read_bytes(), path.stat().st_mtime_ns) if path.exists() else None
 
 
-def _fill(text: str, tmp: Path, run_id: str) -> str:
-    return text.replace("{tmp}", str(tmp)).replace("{run}", run_id)
+def _fill(text: str, tmp: Path, run_id: str, shared: Path) -> str:
+    return text.replace("{tmp}", str(tmp)).replace("{run}", run_id).replace("{shared}",
+                                                                             str(shared))
 
 
 @pytest.fixture
-def fake_unreadable_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    """chmod 0 does not stop root: then opening unreadable.toml raises PermissionError."""
-    if os.geteuid() != 0:
-        return
-    real_open = pathlib.Path.open
+def shared() -> Iterator[Path]:
+    """Files an unprivileged user can reach but not read (tmp_path is root's alone)."""
+    with reachable_folder() as folder:
+        (folder / "unreadable.toml").write_text("[acquire]\nretention = '1d'\n")
+        (folder / "unreadable.toml").chmod(0)
+        yield folder
 
-    def guarded_open(self: Path, *args: Any, **kwargs: Any) -> Any:
-        if self.name == "unreadable.toml":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
 
-    monkeypatch.setattr(pathlib.Path, "open", guarded_open)
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def _invoke(cli: Cli, args: list[str], env: dict[str, str | None], unprivileged: bool) -> Outcome:
+    def invoke() -> list[Any]:
+        result = cli.invoke(*args, env=env)
+        return [result.exit_code, result.stdout, result.stderr]
+
+    return Outcome(*(as_nobody(invoke) if unprivileged else invoke()))
 
 
 @pytest.mark.parametrize("json_mode", [True, False], ids=["json", "human"])
 @pytest.mark.parametrize("bad", BAD_INPUTS, ids=[bad.id for bad in BAD_INPUTS])
 def test_bad_input(
-    bad: Bad, json_mode: bool, cli: Cli, files: Path, fake_unreadable_config: None,
+    bad: Bad, json_mode: bool, cli: Cli, files: Path, shared: Path,
     request: pytest.FixtureRequest,
 ) -> None:
     if bad.id == "unreachable database" and not json_mode:
-        pytest.skip("the 5 s connect timeout is paid once, in JSON mode")
+        skip_by_design("the 5 s connect timeout is paid once, in JSON mode")
     run_id = ""
     if bad.setup is not None:
         run_id = cli.start()
         if bad.setup == "canceled":
             cli.ok("cancel", run_id)
-    env = {key: _fill(value, files, run_id) if value else value for key, value in bad.env.items()}
+    env = {key: _fill(value, files, run_id, shared) if value else value
+           for key, value in bad.env.items()}
     if bad.qbittorrent:
         instance = request.getfixturevalue("qbittorrent_for_bad_logins")
         env.update(qbittorrent_env(instance, password="wrong-password"))
-    args = [_fill(arg, files, run_id) for arg in bad.args]
+    args = [_fill(arg, files, run_id, shared) for arg in bad.args]
     if json_mode:
         args.insert(0, "--json")
 
     rows_before = _database_state(cli.db_path)
     file_before = _file_state(cli.db_path)
-    result = cli.invoke(*args, env=env)
+    result = _invoke(cli, args, env, bad.unprivileged)
     file_after = _file_state(cli.db_path)
 
     assert result.exit_code == bad.code, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("umt: error: "), lines[0]
-    assert _fill(bad.says, files, run_id) in lines[0]
+    assert _fill(bad.says, files, run_id, shared) in lines[0]
     assert "secret-pw" not in result.output and "hunter2" not in result.output
     if bad.reports:
         if json_mode:

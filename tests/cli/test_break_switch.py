@@ -1,4 +1,4 @@
-"""UMT_ENGINE_BREAK (umt.engine.faults) is read by the engine: the command line must not call it
+"""UMT_ENGINE_BREAK (the spikes' breakages, spikes/breakages.py): the command line must not call it
 an unknown setting that "is ignored"."""
 
 from __future__ import annotations

@@ -68,7 +68,9 @@ def test_start_acquire_wait_on_a_canceled_run_exits_1(cli: Cli) -> None:
     assert f"umt: error: run {run_id} canceled" in result.stderr
 
 
-def test_signal_kept_then_delivered_count(cli: Cli) -> None:
+def test_a_signal_no_run_waits_for_is_kept(cli: Cli) -> None:
+    """Its later delivery is tested against qBittorrent: test_qbittorrent.py,
+    test_a_kept_signal_is_delivered_once_the_run_waits_for_it."""
     kept = cli.json("signal", f"download-done:{INFO_HASH}", "--data", '{"a": 1}')
     assert kept["signal"] == f"download-done:{INFO_HASH}"
     assert kept["delivered_to"] == [] and kept["kept"] is True and kept["duplicate"] is False

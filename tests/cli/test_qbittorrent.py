@@ -142,3 +142,13 @@ def test_doctor_fails_on_a_missing_library_folder(qbt_cli: Cli, tmp_path: Path) 
     library = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "library")
     assert library["status"] == "fail" and library["fix"].startswith(f"mkdir -p {missing}")
     assert not missing.exists()
+
+
+def test_a_kept_signal_is_delivered_once_the_run_waits_for_it(qbt_cli: Cli) -> None:
+    run_id = qbt_cli.start(INFO_HASH, "--retention", "0")
+    kept = qbt_cli.json("signal", f"download-done:{INFO_HASH}", "--data", '{"by": "test"}')
+    assert (kept["delivered_to"], kept["kept"]) == ([], True)
+
+    qbt_cli.json("resume")
+    steps = {step["name"]: step["status"] for step in qbt_cli.json("status", run_id)["steps"]}
+    assert steps["wait-download"] == "succeeded", steps

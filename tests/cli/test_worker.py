@@ -1,26 +1,43 @@
-"""umt worker stops on SIGTERM/SIGINT, drains and exits 0."""
+"""umt worker stops on SIGTERM/SIGINT, finishes what is in flight, hands runs back, exits 0."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import threading
 import time
+from contextlib import closing
+from pathlib import Path
 
 from tests.cli.conftest import UMT, Cli
 
 
-def _signal_when_installed(signum: int) -> threading.Thread:
-    """Send ``signum`` to this process once umt's handler replaced the default one."""
+def _run_row(db_path: Path, run_id: str) -> dict[str, object] | None:
+    if not db_path.exists():
+        return None
+    with closing(sqlite3.connect(db_path, timeout=30)) as connection:
+        connection.row_factory = sqlite3.Row
+        row = connection.execute("SELECT status, lease_owner FROM runs WHERE id = ?",
+                                 (run_id,)).fetchone()
+    return dict(row) if row is not None else None
+
+
+def _signal_once_claimed(signum: int, db_path: Path, run_id: str) -> threading.Thread:
+    """Send ``signum`` to this process once umt's handler is installed and a worker holds the run,
+    so that the stop always has a step in flight to finish and a run to hand back."""
+
+    def claimed() -> bool:
+        row = _run_row(db_path, run_id)
+        return row is not None and row["status"] == "running"
 
     def wait_and_signal() -> None:
-        deadline = time.monotonic() + 30
-        while getattr(signal.getsignal(signum), "__name__", "") != "request_stop":
+        deadline = time.monotonic() + 60
+        while getattr(signal.getsignal(signum), "__name__", "") != "request_stop" or not claimed():
             if time.monotonic() > deadline:
                 return  # never kill the test process with a default handler in place
-            time.sleep(0.02)
-        time.sleep(0.3)
+            time.sleep(0.01)
         os.kill(os.getpid(), signum)
 
     thread = threading.Thread(target=wait_and_signal, daemon=True)
@@ -28,17 +45,23 @@ def _signal_when_installed(signum: int) -> threading.Thread:
     return thread
 
 
-def test_worker_in_process_stops_on_sigterm(cli: Cli) -> None:
+def test_worker_in_process_finishes_the_step_in_flight_and_hands_the_run_back_on_sigterm(
+    cli: Cli,
+) -> None:
     run_id = cli.start()
     before = signal.getsignal(signal.SIGTERM)
-    sender = _signal_when_installed(signal.SIGTERM)
+    sender = _signal_once_claimed(signal.SIGTERM, cli.db_path, run_id)
     result = cli.invoke("worker", "--concurrency", "1")
     sender.join(5)
     assert result.exit_code == 0, result.output
     assert "started on" in result.stderr and "(concurrency 1)" in result.stderr
     assert "SIGTERM received" in result.stderr and "stopped" in result.stderr
     assert signal.getsignal(signal.SIGTERM) is before
-    assert cli.json("status", run_id)["status"] != "running"
+    status = cli.json("status", run_id)
+    # The step in flight (qBittorrent is unreachable) ran to its end: one attempt, to be retried.
+    assert [(s["name"], s["status"], s["attempts"]) for s in status["steps"]] == [
+        ("submit-download", "retrying", 1)]
+    assert _run_row(cli.db_path, run_id) == {"status": "pending", "lease_owner": None}
 
 
 def _start_worker(cli: Cli) -> subprocess.Popen[str]:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.support.skips import skip_by_design
 from umt.engine import (
     DrainReport,
     Engine,
@@ -50,9 +51,10 @@ def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
 def backend(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name == "sqlite" and request.node.get_closest_marker("postgres_only"):
-        pytest.skip("needs PostgreSQL: SQLite has no LISTEN/NOTIFY and no workers on other hosts")
+        skip_by_design("needs PostgreSQL: SQLite has no LISTEN/NOTIFY and no workers on other "
+                       "hosts")
     if name == "postgresql" and request.node.get_closest_marker("sqlite_only"):
-        pytest.skip("about SQLite's limits (one machine, no notifications)")
+        skip_by_design("about SQLite's limits (one machine, no notifications)")
     return name
 
 
@@ -128,11 +130,51 @@ class WorkerThread:
         return self
 
     def stop(self, timeout: float = 20.0) -> None:
-        self.stop_event.set()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the worker did not stop"
-        if self.error is not None:
-            raise self.error
+        stop_workers([self], timeout)
+
+
+def stop_workers(workers: list[WorkerThread], timeout: float = 20.0) -> None:
+    """Stops every worker, then fails on the first one still alive or that crashed while serving:
+    a worker thread that died must fail its test even when another worker finished the job."""
+    for worker in workers:
+        worker.stop_event.set()
+    for worker in workers:
+        worker.thread.join(timeout)
+    alive = [worker.thread.name for worker in workers if worker.thread.is_alive()]
+    assert not alive, f"worker thread(s) did not stop within {timeout}s: {alive}"
+    for worker in workers:
+        if worker.error is not None:
+            raise AssertionError(f"a worker thread crashed: {worker.error!r}") from worker.error
+
+
+class IdleWaits(threading.Event):
+    """Stands in for a worker's wake-up event and records its idle waits (those as long as the
+    poll interval): ``idle`` is set while one is under way, ``ended`` holds what each returned
+    (True: woken, False: the poll interval ran out)."""
+
+    def __init__(self, poll: float) -> None:
+        super().__init__()
+        self.poll = poll
+        self.idle = threading.Event()
+        self.ended: list[bool] = []
+
+    @classmethod
+    def watch(cls, worker: Worker) -> IdleWaits:
+        """Installs itself in ``worker`` (not started yet)."""
+        waits = cls(worker.options.poll_interval.total_seconds())
+        worker._wake = waits
+        return waits
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None or timeout < self.poll:
+            return super().wait(timeout)
+        self.idle.set()
+        try:
+            woken = super().wait(timeout)
+        finally:
+            self.idle.clear()
+        self.ended.append(woken)
+        return woken
 
 
 @pytest.fixture
@@ -146,10 +188,7 @@ def run_worker(engine: Engine) -> Iterator[Callable[..., WorkerThread]]:
         return worker
 
     yield start
-    for worker in started:
-        worker.stop_event.set()
-    for worker in started:
-        worker.thread.join(20)
+    stop_workers(started)
 
 
 def wait_until(

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from tests.engine.conftest import drain, settled
+from tests.support.skips import skip_by_design
 from umt.engine import (
     NO_RETRY,
     Engine,
@@ -277,7 +278,7 @@ def test_start_joins_the_callers_transaction(engine: Engine, db_url: str) -> Non
 
 def test_sqlite_refuses_to_join_a_callers_transaction(engine: Engine) -> None:
     if engine.database.dialect != "sqlite":
-        pytest.skip("SQLite behaviour")
+        skip_by_design("SQLite behaviour")
     with pytest.raises(NotImplementedError, match="PostgreSQL only"), engine.joined(object()):
         pass
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import FAST, WorkerThread, drain, wait_for_status
+from tests.engine.conftest import FAST, IdleWaits, WorkerThread, drain, wait_for_status
 from umt.engine import (
     Engine,
     FakeClock,
@@ -268,15 +268,19 @@ def test_an_idle_worker_is_woken_by_a_signal_not_by_its_poll(engine: Engine) -> 
     slow_poll = WorkerOptions(
         lease=FAST.lease, poll_interval=timedelta(minutes=1), grace_period=FAST.grace_period
     )
-    worker = WorkerThread(engine.worker([RECEIVER], slow_poll)).start()
+    serving = engine.worker([RECEIVER], slow_poll)
+    waits = IdleWaits.watch(serving)
+    worker = WorkerThread(serving).start()
     try:
         run = engine.start(RECEIVER, "ping").run
-        wait_for_status(engine, run.id, RunStatus.WAITING, timeout=15)
+        wait_for_status(engine, run.id, RunStatus.WAITING)
+        assert waits.idle.wait(30), "the worker never went idle"
         engine.signal("ping", "wake up")
-        done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=15)
+        done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED)
         assert done.output["data"] == "wake up"
     finally:
         worker.stop()
+    assert waits.ended and all(waits.ended), "a poll timeout, not the signal, woke the worker"
 
 
 def test_signals_racing_with_running_workers_are_never_lost(

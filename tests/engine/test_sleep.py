@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import FAST, Effects, WorkerThread, drain, wait_for_status
+from tests.engine.conftest import (
+    FAST,
+    Effects,
+    WorkerThread,
+    drain,
+    wait_for_status,
+    wait_until,
+)
 from umt.engine import (
     Engine,
     FakeClock,
@@ -119,11 +126,16 @@ def test_a_worker_wakes_for_a_due_timer_on_its_own(
     worker = WorkerThread(engine.worker([workflow], options)).start()
     try:
         run = engine.start(workflow).run
-        wait_for_status(engine, run.id, RunStatus.SLEEPING)
-        wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=15)
+        done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=30)
     finally:
         worker.stop()
     assert effects.count(run.id) == 2
+    # The run slept (read from its record, not caught in the act: a 1 s sleep can pass between
+    # two looks on a busy machine) and was woken well before the one-minute poll.
+    sleep = next(step for step in engine.steps(run.id) if step.name == "retention")
+    assert (sleep.kind, sleep.status) == ("sleep", "succeeded")
+    assert done.finished_at is not None and done.started_at is not None
+    assert done.finished_at - done.started_at < options.poll_interval
 
 
 def test_sleeping_runs_hold_no_worker_slot(engine: Engine, effects: Effects) -> None:
@@ -136,7 +148,8 @@ def test_sleeping_runs_hold_no_worker_slot(engine: Engine, effects: Effects) -> 
         sleepers = [engine.start(sleepy, n).run for n in range(3)]
         for run in sleepers:
             wait_for_status(engine, run.id, RunStatus.SLEEPING)
-        assert worker.worker.in_flight == 0
+        # The status commits before the execution thread lets go of its slot: wait for that.
+        wait_until(lambda: worker.worker.in_flight == 0, message="no execution in flight")
         after = engine.start(quick).run
         wait_for_status(engine, after.id, RunStatus.SUCCEEDED)
     finally:

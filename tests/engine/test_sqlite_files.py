@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import pwd
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.unprivileged import as_nobody, reachable_folder
 from umt.engine import (
     Engine,
     SchemaTooNew,
@@ -59,44 +56,15 @@ def _use(path: Path, *, schema_only: bool = False) -> list[tuple[str, str]]:
 
 
 def _use_as_nobody(path: Path) -> list[tuple[str, str]]:
-    """``_use`` without root's power to write anywhere: in a forked child running as nobody
-    (root ignores file modes), or here when the tests do not run as root."""
-    if os.geteuid() != 0:
-        return _use(path)
-    nobody = pwd.getpwnam("nobody")
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop privileges, report as JSON, never return into pytest
-        code = 1
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            os.write(write, json.dumps(_use(path)).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        output = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, output
-    return [(name, message) for name, message in json.loads(output)]
+    """``_use`` without root's power to write anywhere (root ignores file modes)."""
+    return [(name, message) for name, message in as_nobody(lambda: _use(path))]
 
 
 @pytest.fixture
 def folder() -> Iterator[Path]:
     """A folder the unprivileged user can reach (pytest's tmp_path is root's alone)."""
-    path = Path(tempfile.mkdtemp(prefix="umt-sqlite-"))
-    path.chmod(0o755)
-    try:
+    with reachable_folder("umt-sqlite-") as path:
         yield path
-    finally:
-        path.chmod(0o755)
-        for entry in path.iterdir():
-            entry.unlink()
-        path.rmdir()
 
 
 def _migrated(path: Path) -> None:

@@ -6,12 +6,22 @@ import subprocess
 import threading
 import time
 import uuid
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.engine.conftest import FAST, Effects, WorkerThread, drain, wait_for_status
+from tests.engine.conftest import (
+    FAST,
+    Effects,
+    IdleWaits,
+    WorkerThread,
+    drain,
+    stop_workers,
+    wait_for_status,
+    wait_until,
+)
 from umt.engine import (
     NO_RETRY,
     Engine,
@@ -71,18 +81,30 @@ def test_a_stopped_worker_leaves_no_thread_behind(engine: Engine) -> None:
 def test_stop_lets_a_step_finish_within_the_grace_period(
     engine: Engine, effects: Effects
 ) -> None:
-    started = threading.Event()
+    started, shutting_down, release = threading.Event(), threading.Event(), threading.Event()
 
     def body(step: Any) -> str:
         started.set()
-        time.sleep(0.3)  # shorter than the grace period, and never calls check()
+        release.wait(60)  # ends only once the worker is shutting down; never calls check()
         effects.record(step)
         return "done"
 
     workflow = Workflow("graceful", "1", lambda ctx, _: ctx.step("slow", body))
     run = engine.start(workflow).run
-    worker = WorkerThread(engine.worker([workflow], FAST)).start()
+    roomy = replace(FAST, grace_period=timedelta(minutes=2))
+    worker = WorkerThread(engine.worker([workflow], roomy))
+    shut_down = worker.worker._shut_down
+
+    def shutting() -> None:
+        shutting_down.set()
+        shut_down()
+
+    worker.worker._shut_down = shutting  # type: ignore[method-assign]
+    worker.start()
     assert started.wait(20)
+    worker.stop_event.set()
+    assert shutting_down.wait(20), "the worker never began its shutdown"
+    release.set()
     worker.stop()
 
     finished = engine.get(run.id)
@@ -163,16 +185,17 @@ def test_drain_also_executes_what_its_own_executions_made_due(
         ctx.step("undo", lambda step: "undone")
 
     claim = engine.store.claim
+    workflow = Workflow("fails-then-undoes", "1", run, compensate=compensate)
+    started = engine.start(workflow).run
 
     def slow_claim(*args: Any, **kwargs: Any) -> Any:
         claims = claim(*args, **kwargs)
-        if not claims:
-            time.sleep(0.3)  # a slow answer: the execution in flight finishes meanwhile
+        if not claims:  # a slow answer: the execution in flight finishes meanwhile
+            wait_until(lambda: engine.get(started.id).status == RunStatus.FAILED,
+                       message="the execution in flight failed the run")
         return claims
 
     monkeypatch.setattr(engine.store, "claim", slow_claim)
-    workflow = Workflow("fails-then-undoes", "1", run, compensate=compensate)
-    started = engine.start(workflow).run
 
     drain(engine, [workflow])
 
@@ -187,19 +210,33 @@ def _fail_now(step: Any) -> None:
 # ---------------------------------------------------------------------------- leases
 
 
-def test_the_heartbeat_keeps_a_long_step_leased(engine: Engine, run_worker: Any) -> None:
-    """A step three times as long as the lease is not taken over by a second worker."""
+def test_the_heartbeat_keeps_a_long_step_leased(
+    engine: Engine, clocked: Engine, clock: FakeClock, run_worker: Any
+) -> None:
+    """A step lasting 1.5 times the lease is not taken over by an eager second worker. The
+    lease runs on a fake clock that the step moves forward half a lease at a time, each time
+    once a heartbeat has extended the lease past the new time: no machine is too slow."""
+    lease = FAST.lease.total_seconds()
+
     def long(step: StepContext) -> int:
-        for _ in range(60):
-            step.sleep(0.1)  # 6 s against a 2 s lease
+        for _ in range(3):
+            clock.advance(timedelta(seconds=lease / 2))
+            wanted = clock.now() + timedelta(seconds=lease * 3 / 4)
+
+            def extended(wanted: datetime = wanted) -> bool:
+                expires = engine.get(step.run_id).lease_expires_at
+                return expires is not None and expires >= wanted
+
+            wait_until(extended, message="a heartbeat extending the lease")
         return step.lease_epoch
 
     workflow = Workflow("long", "1", lambda ctx, _: ctx.step("long", long))
-    run = engine.start(workflow).run
-    run_worker([workflow])
-    run_worker([workflow])  # eager to take over anything whose lease runs out
-
-    done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=30)
+    run = clocked.start(workflow).run
+    workers = [WorkerThread(clocked.worker([workflow], FAST)).start() for _ in range(2)]
+    try:
+        done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=60)
+    finally:
+        stop_workers(workers)
     assert done.output == 1 and done.lease_epoch == 1
     assert [a.status for a in engine.attempts(run.id)] == ["succeeded"]
 
@@ -212,8 +249,8 @@ def test_a_worker_whose_own_lease_ran_out_takes_the_run_over_once(
     heartbeats_back = threading.Event()
 
     def long(step: StepContext) -> int:
-        for _ in range(40):
-            step.sleep(0.1)  # 4 s against a 2 s lease
+        while not heartbeats_back.is_set():  # outlasts the lease, however slow the machine
+            step.sleep(0.1)
         return step.lease_epoch
 
     workflow = Workflow("starved", "1", lambda ctx, _: ctx.step("long", long))
@@ -226,9 +263,8 @@ def test_a_worker_whose_own_lease_ran_out_takes_the_run_over_once(
             real_extend()
 
     thread.worker._extend_leases = frozen_then_back  # type: ignore[method-assign]
-    wait_until_epoch = time.monotonic() + 20
-    while engine.get(run.id).lease_epoch < 2 and time.monotonic() < wait_until_epoch:
-        time.sleep(0.05)
+    wait_until(lambda: engine.get(run.id).lease_epoch >= 2, timeout=60,
+               message="the worker claiming its own run again")
     heartbeats_back.set()
 
     done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=30)
@@ -377,12 +413,15 @@ def test_postgresql_serves_workers_on_several_hosts(clocked: Engine) -> None:
 
 
 def test_a_new_run_wakes_an_idle_worker(engine: Engine) -> None:
-    slow_poll = WorkerOptions(lease=FAST.lease, poll_interval=timedelta(minutes=1),
+    slow_poll = WorkerOptions(lease=FAST.lease, poll_interval=timedelta(minutes=10),
                               grace_period=FAST.grace_period)
-    worker = WorkerThread(engine.worker([ONE_STEP], slow_poll)).start()
+    worker = engine.worker([ONE_STEP], slow_poll)
+    waits = IdleWaits.watch(worker)
+    serving = WorkerThread(worker).start()
     try:
-        time.sleep(0.5)  # idle, waiting on its one-minute poll
+        assert waits.idle.wait(30), "the worker never went idle"
         run = engine.start(ONE_STEP, "wake").run
-        wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=15)
+        wait_for_status(engine, run.id, RunStatus.SUCCEEDED)
     finally:
-        worker.stop()
+        serving.stop()
+    assert waits.ended and all(waits.ended), "a poll timeout, not the new run, woke the worker"

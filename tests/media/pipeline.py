@@ -102,20 +102,38 @@ class Pipeline:
         }
         worker = self.engine.worker(self.app.registry(), WorkerOptions(**{**defaults, **options}))  # type: ignore[arg-type]
         stop = threading.Event()
-        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+        crashed: list[BaseException] = []
+
+        def serve() -> None:
+            try:
+                worker.run(stop)
+            except BaseException as exc:
+                crashed.append(exc)
+
+        thread = threading.Thread(target=serve, daemon=True)
         thread.start()
         try:
             yield
         finally:
             stop.set()
             thread.join(30)
+        # Like the engine tests' workers: a worker that crashed or hangs fails the test.
+        assert not thread.is_alive(), "the in-process worker did not stop"
+        if crashed:
+            raise AssertionError(f"the in-process worker crashed: {crashed[0]!r}") from crashed[0]
 
-    def spawn_worker(self) -> subprocess.Popen[bytes]:
-        """``umt worker`` as its own process, logging to a file."""
+    def spawn_worker(self, faults: str | None = None) -> subprocess.Popen[bytes]:
+        """``umt worker`` as its own process, logging to a file. ``faults``: injected by
+        ``spikes.umt_cli`` (``SPIKE_FAULTS``, e.g. ``slow-copy=100``: copies at 100 MB/s)."""
         log = (self.root / f"worker-{len(self._processes)}.log").open("wb")
+        command = self.umt_command("worker", "--concurrency", "2")
+        env = None
+        if faults:
+            command[2] = "spikes.umt_cli"
+            env = {**os.environ, "SPIKE_FAULTS": faults}
         process = subprocess.Popen(
-            self.umt_command("worker", "--concurrency", "2"), stdout=log, stderr=log,
-            stdin=subprocess.DEVNULL, cwd=REPO, start_new_session=True,
+            command, stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO,
+            start_new_session=True, env=env,
         )
         self._processes.append(process)
         return process

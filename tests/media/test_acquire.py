@@ -19,6 +19,7 @@ from tests.support.qbittorrent import (
     sha256_file,
     wait_until,
 )
+from tests.support.skips import skip_unavailable
 from umt.engine import IdempotencyConflict
 from umt.media.reconcile import reconcile
 
@@ -267,7 +268,8 @@ def test_hardlink_mode_across_filesystems_fails_clearly(
 ) -> None:
     shm = Path("/dev/shm")
     if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
-        pytest.skip("needs /dev/shm on another filesystem than the downloads")
+        skip_unavailable("hardlink mode across filesystems fails clearly (acceptance 8)",
+                         "/dev/shm is not a filesystem other than the downloads'")
     library = Path(shm / f"umt-test-library-{tmp_path.name}")
     pipeline = Pipeline(tmp_path / "umt", client, f"sqlite:///{tmp_path}/umt.db",
                         import_mode="hardlink", library_dir=library)

@@ -7,14 +7,17 @@ hook fires, possibly before the run waits: the signal is kept).
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.media.pipeline import Pipeline
 from tests.support.qbittorrent import QbtInstance, make_payload, make_torrent, sha256_file
+from umt.media import library
 
 pytestmark = [pytest.mark.qbittorrent, pytest.mark.slow]
 
@@ -67,7 +70,9 @@ def test_kill_during_copy_then_restart_imports_exactly_once(
 ) -> None:
     torrent, digest = big_download
     run_id = pipeline.start(str(torrent), title="Big Sample")
-    first = pipeline.spawn_worker()
+    # A disk of 100 MB/s: the 1 GiB copy lasts 10 s or more, so it is still running at the kill
+    # however quick the machine.
+    first = pipeline.spawn_worker(faults="slow-copy=100")
     partial = wait_for_copy_in_progress(pipeline)
     Pipeline.kill(first)
     assert partial.exists(), "killed mid-copy: the temporary file is still there"
@@ -92,14 +97,26 @@ def test_kill_during_copy_then_restart_imports_exactly_once(
 
 
 def test_cancel_during_copy_removes_everything_but_never_a_finished_file(
-    pipeline: Pipeline, big_download: tuple[Path, str], client: QbtInstance
+    pipeline: Pipeline, big_download: tuple[Path, str], client: QbtInstance,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     torrent, _ = big_download
     run_id = pipeline.start(str(torrent), title="Big Sample")
+    real_import_file = library.import_file
+
+    def import_file(*args: Any, check: Callable[[], None], **kwargs: Any) -> Any:
+        chunks = itertools.count()
+
+        def cancel_mid_copy_then_check() -> None:
+            if next(chunks) == 2:  # two chunks written: the cancel lands mid-copy, for sure
+                pipeline.engine.cancel(run_id)
+            check()
+
+        return real_import_file(*args, check=cancel_mid_copy_then_check, **kwargs)
+
+    monkeypatch.setattr(library, "import_file", import_file)
     with pipeline.worker():
-        wait_for_copy_in_progress(pipeline)
-        pipeline.engine.cancel(run_id)
-        run = pipeline.wait(run_id, timeout=120)
+        run = pipeline.wait(run_id, timeout=240)
     assert run.status == "canceled"
     assert run.compensation == "succeeded", run.error
     assert pipeline.library_files() == [], "no file (and no temporary file) in the library"

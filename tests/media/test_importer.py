@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import os
 import random
 import shutil
@@ -13,9 +14,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from tests.support.skips import skip_unavailable
 from umt.media import importing as importer
 from umt.media.importing import (
     CrossDevice,
@@ -90,7 +93,8 @@ def library(tmp_path: Path) -> Path:
 def other_filesystem(tmp_path: Path) -> Iterator[Path]:
     shm = Path("/dev/shm")
     if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
-        pytest.skip("needs /dev/shm on a filesystem other than the temporary folder's")
+        skip_unavailable("import across filesystems",
+                         "/dev/shm is not a filesystem other than the temporary folder's")
     folder = Path(tempfile.mkdtemp(prefix="umt-test-", dir=shm))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -99,7 +103,7 @@ def other_filesystem(tmp_path: Path) -> Iterator[Path]:
 @contextmanager
 def mounted_tmpfs(where: Path, options: str) -> Iterator[Path]:
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+        skip_unavailable("full disk and read-only library", "mounting a tmpfs needs root")
     where.mkdir(parents=True, exist_ok=True)
     mount = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
@@ -107,7 +111,8 @@ def mounted_tmpfs(where: Path, options: str) -> Iterator[Path]:
         text=True,
     )
     if mount.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
+        skip_unavailable("full disk and read-only library",
+                         f"this machine refuses to mount a tmpfs: {mount.stderr.strip()}")
     try:
         yield where
     finally:
@@ -169,13 +174,24 @@ def test_progress_is_monotonic_and_ends_with_the_total(
     assert progress.calls[-1] == (MiB, MiB)
 
 
-def test_progress_is_rate_limited(downloads: Path, library: Path) -> None:
+def test_progress_is_rate_limited(
+    downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the importer's clock, not the machine's speed: frozen, only the final call; moving
+    0.25 s per reading, at most every other chunk (the interval is 0.5 s)."""
     write_random(downloads / "a.mkv", 2 * MiB)
-    progress = Progress()
+    monkeypatch.setattr(copying, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    frozen = Progress()
+    copy(downloads / "a.mkv", library / "a.mkv", chunk_size=64 * 1024, progress=frozen)
+    assert frozen.calls == [(2 * MiB, 2 * MiB)]
 
-    copy(downloads / "a.mkv", library / "a.mkv", chunk_size=64 * 1024, progress=progress)
-
-    assert progress.calls == [(2 * MiB, 2 * MiB)]  # a copy this fast gets only the final call
+    readings = itertools.count(1000.0, 0.25)
+    monkeypatch.setattr(copying, "time", SimpleNamespace(monotonic=lambda: next(readings)))
+    paced = Progress()
+    copy(downloads / "a.mkv", library / "b.mkv", chunk_size=64 * 1024, progress=paced)
+    *between, last = paced.calls
+    assert last == (2 * MiB, 2 * MiB)
+    assert 0 < len(between) <= (2 * MiB // (64 * 1024)) // 2, between
 
 
 def test_a_cancel_between_chunks_removes_the_temporary_file(downloads: Path, library: Path) -> None:
@@ -417,8 +433,10 @@ def test_auto_across_filesystems_copies(downloads: Path, other_filesystem: Path)
 
 
 def test_auto_reflinks_across_btrfs_subvolumes(tmp_path: Path) -> None:
-    if os.geteuid() != 0 or shutil.which("mkfs.btrfs") is None:
-        pytest.skip("needs root and mkfs.btrfs (btrfs-progs) to make a reflink-capable filesystem")
+    if os.geteuid() != 0:
+        skip_unavailable("reflink import", "making a btrfs filesystem needs root")
+    if shutil.which("mkfs.btrfs") is None:
+        pytest.skip("needs mkfs.btrfs (btrfs-progs) to make a reflink-capable filesystem")
     image, mountpoint = tmp_path / "btrfs.img", tmp_path / "btrfs"
     with open(image, "wb") as sparse:
         sparse.truncate(128 * MiB)
@@ -429,7 +447,8 @@ def test_auto_reflinks_across_btrfs_subvolumes(tmp_path: Path) -> None:
         ["mount", "-o", "loop", str(image), str(mountpoint)], capture_output=True
     )
     if mount.returncode != 0:
-        pytest.skip(f"cannot loop-mount btrfs: {mount.stderr.decode().strip()}")
+        skip_unavailable("reflink import", "this machine refuses to loop-mount a btrfs "
+                         f"image: {mount.stderr.decode().strip()}")
     try:
         for name in ("downloads", "library"):
             subvolume = ["btrfs", "subvolume", "create", str(mountpoint / name)]

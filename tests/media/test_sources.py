@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torf
 
+from tests.support.unprivileged import as_nobody, reachable_folder
 from umt.media.sources import (
     MAX_TORRENT_BYTES,
     InvalidSource,
@@ -171,27 +172,26 @@ def test_oversized_file(tmp_path: Path) -> None:
         parse_source(str(path))
 
 
-@contextlib.contextmanager
-def _unprivileged() -> Iterator[None]:
-    """Root reads every file: drop the effective uid so that a mode-000 file is refused."""
-    if os.geteuid() != 0:
-        yield
-        return
-    os.setegid(65534)
-    os.seteuid(65534)
-    try:
-        yield
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
-
-
 def test_unreadable_file(single: tuple[Path, torf.Torrent]) -> None:
+    """The kernel's own refusal, as an unprivileged user (root reads a mode-000 file), of a
+    file in a folder that user can reach: refused for its mode, nothing else."""
     torrent_file, _ = single
-    torrent_file.chmod(0)
-    torrent_file.parent.chmod(0o755)
-    with _unprivileged(), pytest.raises(InvalidSource, match="permission denied"):
-        parse_source(str(torrent_file))
+    with reachable_folder() as folder:
+        readable = folder / "readable.torrent"
+        unreadable = folder / "unreadable.torrent"
+        for path, mode in ((readable, 0o644), (unreadable, 0)):
+            path.write_bytes(torrent_file.read_bytes())
+            path.chmod(mode)
+
+        def outcome(path: Path) -> str:
+            try:
+                return parse_source(str(path)).info_hash
+            except InvalidSource as exc:
+                return str(exc)
+
+        seen = as_nobody(lambda: [outcome(readable), outcome(unreadable)])
+    assert seen[0] == parse_source(str(torrent_file)).info_hash
+    assert "permission denied" in seen[1]
 
 
 # --- URLs --------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ class Application:
 
 
 #: Variables read by the command line itself rather than by the settings (UMT_ENGINE_BREAK:
-#: the engine's test-only switches, see umt.engine.faults).
+#: the spikes' breakages, installed by spikes/umt_cli.py).
 CLI_ENV_VARS = frozenset({"UMT_DEBUG", "UMT_ENGINE_BREAK"})
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import NoReturn
 
-from umt.engine import faults
 from umt.engine.errors import LeaseLost, RunCanceled, StoreError
 from umt.engine.models import MAIN, RunStatus
 from umt.engine.store.base import StoreBase
 from umt.engine.store.database import Row, Session
-from umt.engine.store.values import NO_WORKER, Fence
+from umt.engine.store.values import Fence
 
 
 class Fencing(StoreBase):
@@ -42,25 +42,14 @@ class Fencing(StoreBase):
         row = session.row(query_name, **self._fence_key(fence), phase=fence.phase, **params,
                           work_channel=self._work_channel)
         if row is None:
-            holder = self._refused(session, fence)
-            row = session.row(query_name, **self._fence_key(holder), phase=fence.phase,
-                              **params, work_channel=self._work_channel)
-            if row is None:
-                raise LeaseLost(f"run {fence.run_id} is not held by any worker")
+            self._refused(session, fence)
         return row
 
-    def _refused(self, session: Session, fence: Fence) -> Fence:
-        """Raises why ``fence`` no longer holds its run (its operation wrote nothing).
-
-        Returns only under the test-only switch ``fencing`` (umt.engine.faults): then the
-        fence of the run's current holder, which the operation uses instead.
-        """
+    def _refused(self, session: Session, fence: Fence) -> NoReturn:
+        """Raises why ``fence`` no longer holds its run (its operation wrote nothing)."""
         row = session.row("lease_of_run", run_id=fence.run_id)
         if row is None:
             raise LeaseLost(f"run {fence.run_id} no longer exists")
-        if faults.broken("fencing"):
-            return Fence(fence.run_id, row["lease_owner"] or NO_WORKER,
-                         int(row["lease_epoch"]), fence.phase)
         if row["lease_owner"] == fence.worker_id and row["lease_epoch"] == fence.epoch:
             raise StoreError(f"run {fence.run_id}: a fenced write found nothing to change")
         if row["status"] == RunStatus.CANCELED and fence.phase == MAIN:
