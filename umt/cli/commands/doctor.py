@@ -141,7 +141,7 @@ def _qbittorrent_check(app: Application) -> tuple[QbtClient | None, Check]:
 
 
 def _hook_check(app: Application, qbt: QbtClient | None) -> Check:
-    from umt.cli.hookprogram import plan_hook
+    from umt.cli.hookprogram import plan_hook, read_program_line
     from umt.media.qbittorrent import QbtAdapterError
 
     if qbt is None:
@@ -154,12 +154,12 @@ def _hook_check(app: Application, qbt: QbtClient | None) -> Check:
     if plan.problems:
         return Check("finish hook", "fail", "; ".join(plan.problems),
                      "fix the configuration, then run 'umt qbittorrent install-hook'")
-    if current != plan.program:
+    if read_program_line(current).umt_part != plan.program:
         shown = current or "no finish program"
         return Check("finish hook", "fail", f"qBittorrent runs: {shown}",
                      "run 'umt qbittorrent install-hook' (until then 'umt resume' from cron "
                      "notices finished downloads)")
-    return Check("finish hook", "ok", plan.program)
+    return Check("finish hook", "ok", current or plan.program)
 
 
 def _library_check(settings: Settings) -> Check:
