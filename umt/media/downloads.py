@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 from umt.engine import PermanentError, StepContext
@@ -17,6 +18,8 @@ log = logging.getLogger(__name__)
 #: qBittorrent's API lags its finish hook by about 1.5 s; give it this long to catch up.
 CONFIRM_WINDOW_SECONDS = 30.0
 CONFIRM_POLL_SECONDS = 0.5
+#: The tag umt gives a torrent it adds (``run_tag``): umt-<run id>.
+RUN_TAG = re.compile(r"umt-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def add_operation(info_hash: str) -> str:
@@ -37,14 +40,21 @@ def submit_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) 
     operation = add_operation(request.info_hash)
     first_intent = _first_add_intent(step, request.info_hash)
     if first_intent is None:
-        present_before = qbt.find(request.info_hash) is not None
-        ledger.record(step, operation, ledger.INTENT, {"present_before": present_before})
+        before = qbt.find(request.info_hash)
+        present_before = before is not None
+        umt_before = before is not None and _added_by_umt(before)
+        ledger.record(step, operation, ledger.INTENT, {
+            "present_before": present_before, "umt_before": umt_before,
+        })
     else:
         present_before = bool(first_intent.detail.get("present_before"))
+        umt_before = bool(first_intent.detail.get("umt_before"))
     step.check()
+    # Another tool's torrent is adopted as it is: not re-tagged, re-categorized or moved.
+    foreign = present_before and not umt_before
     outcome = qbt.add(
-        request.torrent, category=request.category, tags=[run_tag(step.run_id)],
-        save_path=request.save_path,
+        request.torrent, category=request.category,
+        tags=[] if foreign else [run_tag(step.run_id)], save_path=request.save_path,
     )
     ledger.record(step, operation, ledger.DONE, {
         "outcome": outcome.status, "state": outcome.torrent.state,
@@ -77,6 +87,19 @@ def added_by_this_run(step: StepContext, info_hash: str) -> bool:
     return first_intent is not None and not first_intent.detail.get("present_before")
 
 
+def added_by_umt(step: StepContext, info_hash: str) -> bool:
+    """This run added the torrent, or an earlier umt run did (it carried a run's tag)."""
+    first_intent = _first_add_intent(step, info_hash)
+    return first_intent is not None and (
+        not first_intent.detail.get("present_before")
+        or bool(first_intent.detail.get("umt_before"))
+    )
+
+
+def _added_by_umt(info: TorrentInfo) -> bool:
+    return any(RUN_TAG.fullmatch(tag) for tag in info.tags)
+
+
 def _first_add_intent(step: StepContext, info_hash: str) -> ledger.LedgerEntry | None:
     """The submit's first intent, which recorded whether the torrent was there before."""
     entries = ledger.entries_of_operation(step, add_operation(info_hash))
@@ -86,14 +109,14 @@ def _first_add_intent(step: StepContext, info_hash: str) -> ledger.LedgerEntry |
 def cleanup_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Cleaned:
     """After retention: removes the torrent and its data, never the library copy.
 
-    A torrent umt did not add (it was present before, in another category) is left alone.
+    A torrent umt did not add (another tool's, adopted) is left alone, whatever its category.
     """
     operation = delete_operation(request.info_hash)
     info = qbt.find(request.info_hash)
     if info is None:
         ledger.record(step, operation, ledger.SKIPPED, {"reason": "already gone"})
         return Cleaned(removed=False, reason="already gone")
-    if not added_by_this_run(step, request.info_hash) and info.category != request.category:
+    if not added_by_umt(step, request.info_hash):
         reason = f"not added by umt (category {info.category!r})"
         ledger.record(step, operation, ledger.SKIPPED, {"reason": reason})
         return Cleaned(removed=False, reason=reason)
