@@ -147,6 +147,8 @@ class App:
                 retention if retention is not None else self.settings.acquire.retention
             ).total_seconds(),
             download_timeout_seconds=self.settings.acquire.download_timeout.total_seconds(),
+            stall_timeout_seconds=(stall.total_seconds() if (
+                stall := self.settings.acquire.stall_timeout) else None),
             category=self.settings.qbittorrent.category,
             save_path=self.settings.qbittorrent.download_dir,
             library_dir=str(Path(library.dir)),

@@ -82,6 +82,7 @@ ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
         "library.verify": "UMT_LIBRARY_VERIFY",
         "acquire.retention": "UMT_RETENTION",
         "acquire.download_timeout": "UMT_ACQUIRE_DOWNLOAD_TIMEOUT",
+        "acquire.stall_timeout": "UMT_ACQUIRE_STALL_TIMEOUT",
         "engine.lease": "UMT_ENGINE_LEASE",
         "engine.poll_interval": "UMT_ENGINE_POLL_INTERVAL",
         "engine.sqlite_poll_interval": "UMT_ENGINE_SQLITE_POLL_INTERVAL",
@@ -179,6 +180,19 @@ IntervalDuration = Annotated[
     timedelta, BeforeValidator(_duration), AfterValidator(_positive),
     _at_most(timedelta(hours=1)),
 ]
+
+
+def _off(value: object) -> object:
+    """``off`` (or 0) switches an optional duration off."""
+    if isinstance(value, str) and value.strip().lower() in ("off", "0"):
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == 0:
+        return None
+    return value
+
+
+#: A duration that can be switched off with ``off`` or 0 (None).
+OptionalDuration = Annotated[PositiveDuration | None, BeforeValidator(_off)]
 RequestTimeout = Annotated[
     timedelta, BeforeValidator(_duration), AfterValidator(_positive),
     _at_most(timedelta(minutes=10)),
@@ -310,6 +324,8 @@ def _check_naming_template(template: str) -> None:
 class AcquireSettings(_Section):
     retention: Duration = timedelta(days=7)
     download_timeout: PositiveDuration = timedelta(days=14)
+    #: A download that makes no progress for this long fails its run (None: off).
+    stall_timeout: OptionalDuration = None
 
 
 class EngineSettings(_Section):

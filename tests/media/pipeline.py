@@ -32,6 +32,7 @@ class Pipeline:
     import_mode: str = "auto"
     library_dir: Path | None = None
     retention: str = "2s"
+    stall_timeout: str = "off"
     lease: str = "3s"
     all_files: bool = False
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -56,6 +57,7 @@ class Pipeline:
             "[library]", f'dir = "{self.library}"', f'import_mode = "{self.import_mode}"',
             f"all_files = {'true' if self.all_files else 'false'}",
             "[acquire]", f'retention = "{self.retention}"', 'download_timeout = "10m"',
+            f'stall_timeout = "{self.stall_timeout}"',
             "[engine]", f'lease = "{self.lease}"', 'poll_interval = "1s"',
             'sqlite_poll_interval = "0.1s"', "",
         ])

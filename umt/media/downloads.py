@@ -10,7 +10,7 @@ from pathlib import Path
 from umt.engine import PermanentError, StepContext
 from umt.media.qbittorrent import QbtClient, TorrentInfo
 from umt.media.request import AcquireRequest, run_tag
-from umt.media.results import Cleaned, Confirmation, Submitted
+from umt.media.results import Cleaned, Confirmation, Progress, Submitted
 from umt.records import ledger
 
 log = logging.getLogger(__name__)
@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 #: qBittorrent's API lags its finish hook by about 1.5 s; give it this long to catch up.
 CONFIRM_WINDOW_SECONDS = 30.0
 CONFIRM_POLL_SECONDS = 0.5
+REMOVED_OUTSIDE_UMT = "torrent removed outside umt"
 #: The tag umt gives a torrent it adds (``run_tag``): umt-<run id>.
 RUN_TAG = re.compile(r"umt-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -58,7 +59,7 @@ def submit_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) 
     )
     ledger.record(step, operation, ledger.DONE, {
         "outcome": outcome.status, "state": outcome.torrent.state,
-        "present_before": present_before,
+        "present_before": present_before, "completed": outcome.torrent.completed,
     })
     return Submitted(
         info_hash=request.info_hash, name=outcome.torrent.name, added_by_run=not present_before
@@ -69,9 +70,7 @@ def confirm_download(step: StepContext, request: AcquireRequest, qbt: QbtClient)
     """A done signal is only a wake-up: qBittorrent itself must say the torrent is complete."""
     waited = 0.0
     while True:
-        info = qbt.find(request.info_hash)
-        if info is None:
-            raise PermanentError(f"torrent {request.info_hash} is no longer in qBittorrent")
+        info = healthy_torrent(qbt, request.info_hash)
         if info.is_complete:
             return Confirmation(complete=True, state=info.state, progress=info.progress)
         if waited >= CONFIRM_WINDOW_SECONDS:
@@ -80,6 +79,44 @@ def confirm_download(step: StepContext, request: AcquireRequest, qbt: QbtClient)
             return Confirmation(complete=False, state=info.state, progress=info.progress)
         step.sleep(CONFIRM_POLL_SECONDS)
         waited += CONFIRM_POLL_SECONDS
+
+
+def healthy_torrent(qbt: QbtClient, info_hash: str) -> TorrentInfo:
+    """The run's torrent, or a permanent failure that says why it cannot finish."""
+    info = qbt.find(info_hash)
+    if info is None:
+        raise PermanentError(REMOVED_OUTSIDE_UMT)
+    if info.problem is not None:
+        raise PermanentError(info.problem)
+    return info
+
+
+def check_progress(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Progress:
+    """After ``stall_timeout`` without a done signal: fails the run if the torrent is gone or
+    errored, made no progress since the previous check, or the download timeout has passed."""
+    info = healthy_torrent(qbt, request.info_hash)
+    operation = progress_operation(request.info_hash)
+    checks = ledger.entries_of_operation(step, operation)
+    started = ledger.entries_of_operation(step, add_operation(request.info_hash))
+    if started and step.now() - started[0].recorded_at >= request.download_timeout:
+        raise PermanentError(f"the download did not finish within {request.download_timeout}")
+    submitted = ledger.last_entry(started, ledger.DONE)
+    baseline = checks[-1] if checks else submitted
+    previous = baseline.detail.get("completed") if baseline is not None else None
+    ledger.record(step, operation, ledger.DONE, {
+        "completed": info.completed, "progress": info.progress, "state": info.state,
+    })
+    if previous is not None and info.completed <= int(previous) and not info.is_complete:
+        stalled = request.stall_timeout or request.download_timeout
+        raise PermanentError(
+            f"no progress for {stalled} (acquire.stall_timeout): {info.progress:.0%} "
+            f"({info.state})"
+        )
+    return Progress(completed=info.completed, progress=info.progress, state=info.state)
+
+
+def progress_operation(info_hash: str) -> str:
+    return f"qbt-progress:{info_hash}"
 
 
 def added_by_this_run(step: StepContext, info_hash: str) -> bool:

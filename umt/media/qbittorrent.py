@@ -28,6 +28,11 @@ COMPLETED_STATES = frozenset(
 )
 ERRORED_STATES = frozenset({"error", "missingFiles"})
 CHECKING_STATES = frozenset({"checkingUP", "checkingDL", "checkingResumeData"})
+#: How umt names an errored state when it fails a run for it.
+ERROR_REASONS = {
+    "missingFiles": "missing files",
+    "error": "error (see qBittorrent's log: a full disk, a moved or unreadable folder)",
+}
 
 
 class QbtAdapterError(Exception):
@@ -58,6 +63,7 @@ class TorrentInfo:
     state: str
     progress: float
     size: int
+    completed: int  # bytes of the selected files downloaded and checked
     save_path: str
     content_path: str
     category: str
@@ -70,6 +76,13 @@ class TorrentInfo:
     @property
     def is_errored(self) -> bool:
         return self.state in ERRORED_STATES
+
+    @property
+    def problem(self) -> str | None:
+        """Why this torrent cannot finish as it is (None: nothing wrong)."""
+        if not self.is_errored:
+            return None
+        return f"qBittorrent: {ERROR_REASONS.get(self.state, self.state)}"
 
     @property
     def is_checking(self) -> bool:
@@ -85,6 +98,7 @@ class TorrentInfo:
             state=str(data.get("state", "")),
             progress=float(data.get("progress", 0.0)),
             size=int(data.get("size", 0)),
+            completed=int(data.get("completed", 0)),
             save_path=str(data.get("save_path", "")),
             content_path=str(data.get("content_path", "")),
             category=str(data.get("category", "")),

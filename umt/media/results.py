@@ -22,6 +22,12 @@ class Confirmation(_Result):
     progress: float | None
 
 
+class Progress(_Result):
+    completed: int
+    progress: float
+    state: str
+
+
 class ImportedFile(_Result):
     source: str
     path: str
