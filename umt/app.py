@@ -15,6 +15,7 @@ from umt.config import Settings
 
 if TYPE_CHECKING:
     from umt.engine import Engine, Registry, StartResult, WorkerOptions, Workflow
+    from umt.media.pathmap import PathMap
     from umt.media.qbittorrent import QbtClient
     from umt.media.request import AcquireRequest
     from umt.media.sources import TorrentSource
@@ -76,7 +77,12 @@ class App:
         section = self.settings.qbittorrent
         password = section.password.get_secret_value() if section.password else ""
         return QbtClient(section.url, section.username, password,
-                         timeout=section.timeout.total_seconds())
+                         timeout=section.timeout.total_seconds(), path_map=self.path_map())
+
+    def path_map(self) -> PathMap:
+        from umt.media.pathmap import PathMap
+
+        return PathMap.of((m.remote, m.local) for m in self.settings.qbittorrent.path_map)
 
     # ------------------------------------------------------------------ workflows
 

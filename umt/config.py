@@ -75,6 +75,7 @@ ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
         "qbittorrent.download_dir": "UMT_DOWNLOAD_DIR",
         "qbittorrent.category": "UMT_CATEGORY",
         "qbittorrent.timeout": "UMT_QBITTORRENT_TIMEOUT",
+        "qbittorrent.path_map": "UMT_QBITTORRENT_PATH_MAP",
         "library.dir": "UMT_LIBRARY_DIR",
         "library.import_mode": "UMT_IMPORT_MODE",
         "library.naming_template": "UMT_LIBRARY_NAMING_TEMPLATE",
@@ -249,6 +250,35 @@ class DatabaseSettings(_Section):
         return SecretStr(target.url)
 
 
+class PathMapping(_Section):
+    """qBittorrent's path prefix (``remote``) and where umt sees it (``local``)."""
+
+    remote: str
+    local: str
+
+    @field_validator("remote", "local")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an absolute path")
+        if len(value) > 4096:
+            raise ValueError("must be at most 4096 characters")
+        return value
+
+
+def _path_map(value: object) -> object:
+    """``UMT_QBITTORRENT_PATH_MAP``: ``remote=local`` pairs separated by ``;``."""
+    if not isinstance(value, str):
+        return value
+    pairs = []
+    for item in filter(None, (part.strip() for part in value.split(";"))):
+        remote, equals, local = item.partition("=")
+        if not equals:
+            raise ValueError(f"{item!r} is not remote=local (e.g. /downloads=/srv/torrents)")
+        pairs.append({"remote": remote.strip(), "local": local.strip()})
+    return pairs
+
+
 class QbittorrentSettings(_Section):
     url: str = "http://127.0.0.1:8080"
     username: str = "admin"
@@ -256,6 +286,9 @@ class QbittorrentSettings(_Section):
     download_dir: str | None = None
     category: NonEmptyStr = "umt"
     timeout: RequestTimeout = timedelta(seconds=10)
+    path_map: Annotated[list[PathMapping], BeforeValidator(_path_map)] = Field(
+        default_factory=list, max_length=100
+    )
 
     @field_validator("url")
     @classmethod

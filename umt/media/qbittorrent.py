@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import SecretStr
 
+from umt.media.pathmap import PathMap
 from umt.media.sources import TorrentSource
 from umt.textsafe import redact_url
 
@@ -164,6 +165,7 @@ class QbtClient:
         backoff: float = 0.5,
         add_confirm_timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
+        path_map: PathMap | None = None,
     ) -> None:
         #: Where, for messages: never with a password or query values.
         self.url = redact_url(url)
@@ -174,6 +176,8 @@ class QbtClient:
         self._add_confirm_timeout = add_confirm_timeout
         self._sleep = sleep
         self._logged_in = False
+        #: Every path read from qBittorrent goes through it, and every save path sent, reversed.
+        self.path_map = path_map or PathMap()
         import qbittorrentapi  # imported on use: it costs every command-line start ~0.1 s
 
         self._api = qbittorrentapi.Client(
@@ -282,16 +286,35 @@ class QbtClient:
         info_hash = info_hash.lower()
         found = self._call("find torrent", self._api.torrents_info, torrent_hashes=info_hash)
         if found:
-            return TorrentInfo.from_api(found[0])
+            return self._torrent(found[0])
         # a hybrid (v1+v2) torrent's API hash is its truncated v2 hash
         for data in self._call("list torrents", self._api.torrents_info):
             if str(data.get("infohash_v1", "")).lower() == info_hash:
-                return TorrentInfo.from_api(data)
+                return self._torrent(data)
         return None
+
+    def _torrent(self, data: Mapping[str, Any]) -> TorrentInfo:
+        """A torrent as qBittorrent describes it, with its paths as umt sees them."""
+        info = TorrentInfo.from_api(data)
+        if not self.path_map:
+            return info
+        return replace(info, save_path=self.path_map.to_local(info.save_path),
+                       content_path=self.path_map.to_local(info.content_path))
+
+    def save_paths(self) -> dict[str, str]:
+        """qBittorrent's default save path ("") and each category's, as qBittorrent sees them
+        (categories without a save path of their own are left out)."""
+        paths = {"": str(self.preferences().get("save_path") or "")}
+        categories = self._call("list categories", self._api.torrents_categories)
+        for name, category in dict(categories).items():
+            path = str(category.get("savePath") or "") if isinstance(category, Mapping) else ""
+            if path:
+                paths[str(name)] = path
+        return paths
 
     def find_by_tag(self, tag: str) -> list[TorrentInfo]:
         found = self._call("find torrents by tag", self._api.torrents_info, tag=tag)
-        return [TorrentInfo.from_api(data) for data in found]
+        return [self._torrent(data) for data in found]
 
     def add(
         self,
@@ -313,7 +336,7 @@ class QbtClient:
             torrent_files=source.torrent_bytes if source.kind == "torrent" else None,
             category=category,
             tags=tags,
-            save_path=save_path,
+            save_path=self.path_map.to_remote(save_path) if save_path else None,
             use_auto_torrent_management=False if save_path else None,
         )
         torrent = self._await_torrent(source.info_hash)
