@@ -156,7 +156,9 @@ class App:
             stall_timeout_seconds=(stall.total_seconds() if (
                 stall := self.settings.acquire.stall_timeout) else None),
             category=self.settings.qbittorrent.category,
-            save_path=self.settings.qbittorrent.download_dir,
+            # as qBittorrent sees it: a worker on another host sends it unchanged
+            save_path=(self.path_map().to_remote(download_dir) if (
+                download_dir := self.settings.qbittorrent.download_dir) else None),
             library_dir=str(Path(library.dir)),
             import_mode=library.import_mode,
             naming_template=library.naming_template,

@@ -10,13 +10,19 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.media.hosts import Host
 from tests.media.pipeline import REPO, Pipeline
 from tests.support.qbittorrent import QbtInstance, SeededTorrent, Swarm, make_payload, sha256_file
+from umt.app import App
+from umt.config import load_settings
+from umt.media.sources import parse_source
+from umt.records import catalog, ledger
 
 pytestmark = [
     pytest.mark.qbittorrent, pytest.mark.slow,
@@ -119,3 +125,55 @@ def test_a_download_umt_sees_under_another_path(
         assert library_file.exists()
     finally:
         pipeline.close()
+
+
+def test_two_hosts_one_real_qbittorrent(
+    tmp_path: Path, client: QbtInstance, storage: Path, film: SeededTorrent, pg_url: str,
+) -> None:
+    """Two workers that are two hosts (PostgreSQL), each seeing qBittorrent's downloads under
+    its own mount, and one finish hook: the real download is imported once, by one of them."""
+    remote = client.download_dir
+
+    def config(download_dir: Path, local: Path) -> str:
+        return "\n".join([
+            "[database]", f'url = "{pg_url}"',
+            "[qbittorrent]", f'url = "{client.url}"', f'username = "{client.username}"',
+            f'password = "{client.password}"', f'download_dir = "{download_dir}"',
+            "[[qbittorrent.path_map]]", f'remote = "{remote}"', f'local = "{local}"',
+            "[library]", f'dir = "{tmp_path / "library"}"', 'import_mode = "copy"',
+            "[acquire]", 'retention = "0s"',
+            "[engine]", 'lease = "3s"', 'poll_interval = "0.5s"', "",
+        ])
+
+    (tmp_path / "library").mkdir()
+    starter = tmp_path / "starter.toml"  # this machine: the test, and the hook's config
+    starter.write_text(config(storage, storage))
+    app = App(load_settings(starter, env={}))
+    app.engine(migrate_embedded=True, check_schema=False).migrate()
+    hosts = []
+    for name in ("host-a", "host-b"):
+        (tmp_path / name).mkdir()
+        host_config = tmp_path / f"{name}.toml"
+        host_config.write_text(config(tmp_path / name, tmp_path / name))
+        hosts.append(Host(name, tmp_path, storage, host_config))
+    try:
+        client.set_finish_hook(" ".join([sys.executable, "-m", "umt.cli.main", "--config",
+                                         str(starter), "hook", "download-done", "%I"]))
+        torrent_file = tmp_path / "film.torrent"
+        torrent_file.write_bytes(film.torrent_bytes)
+        run_id = app.start_acquire(parse_source(str(torrent_file))).run.id
+        run = app.engine().wait(run_id, timeout=180)
+        assert run.status == "succeeded", run.error
+        steps = app.engine().steps(run_id)
+        assert [s.result["data"]["source"] for s in steps if s.name == "wait-download"] == [
+            "hook"]
+        [item] = catalog.items(app.engine().database)
+        [library_file] = [Path(path) for path in item.library_paths]
+        assert sha256_file(library_file) == sha256_file(film.path)
+        [copy] = [e for e in ledger.entries_of_run(app.engine().database, run_id)
+                  if e.operation.startswith("copy:") and e.phase == "done"]
+        assert Path(copy.detail["source"]).parent in (tmp_path / "host-a", tmp_path / "host-b")
+    finally:
+        for host in hosts:
+            host.stop()
+        app.close()

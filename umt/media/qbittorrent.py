@@ -176,7 +176,8 @@ class QbtClient:
         self._add_confirm_timeout = add_confirm_timeout
         self._sleep = sleep
         self._logged_in = False
-        #: Every path read from qBittorrent goes through it, and every save path sent, reversed.
+        #: Every path read from qBittorrent goes through it (save paths sent are qBittorrent's
+        #: already: see ``App.acquire_request``).
         self.path_map = path_map or PathMap()
         import qbittorrentapi  # imported on use: it costs every command-line start ~0.1 s
 
@@ -336,7 +337,7 @@ class QbtClient:
             torrent_files=source.torrent_bytes if source.kind == "torrent" else None,
             category=category,
             tags=tags,
-            save_path=self.path_map.to_remote(save_path) if save_path else None,
+            save_path=save_path,
             use_auto_torrent_management=False if save_path else None,
         )
         torrent = self._await_torrent(source.info_hash)

@@ -25,6 +25,7 @@ class AcquireRequest(BaseModel):
     retention_seconds: float
     download_timeout_seconds: float
     category: str
+    #: Where qBittorrent saves the download, as qBittorrent sees it (mapped when the run starts).
     save_path: str | None
     library_dir: str
     import_mode: ImportMode
