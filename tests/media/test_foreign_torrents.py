@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,21 +40,8 @@ def film(swarm: Swarm, base: Path) -> SeededTorrent:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[QbtInstance]:
-    instance = QbtInstance.create(tmp_path / "client", local_host_auth=True)
-    instance.start()
-    yield instance
-    instance.destroy()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def pipeline(request: pytest.FixtureRequest, tmp_path: Path,
-             client: QbtInstance) -> Iterator[Pipeline]:
-    url = (f"sqlite:///{tmp_path}/umt.db" if request.param == "sqlite"
-           else str(request.getfixturevalue("pg_url")))
-    pipeline = Pipeline(tmp_path / "umt", client, url)
-    yield pipeline
-    pipeline.close()
+def pipeline(any_pipeline: Pipeline) -> Pipeline:
+    return any_pipeline
 
 
 def add_foreign(client: QbtInstance, name: str, *, category: str, tags: str) -> tuple[str, Path]:

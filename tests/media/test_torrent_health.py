@@ -7,7 +7,6 @@ restarted mid-download (its sessions gone) costs neither the run nor a second to
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,25 +44,19 @@ def film(swarm: Swarm, base: Path) -> SeededTorrent:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[QbtInstance]:
-    instance = QbtInstance.create(tmp_path / "client", local_host_auth=True)
-    instance.start()
-    yield instance
-    instance.destroy()
+def pipeline(any_pipeline: Pipeline) -> Pipeline:
+    return any_pipeline
+
+
+@pytest.fixture
+def client(fresh_client: QbtInstance) -> QbtInstance:
+    return fresh_client
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/umt.db"
-    return str(request.getfixturevalue("pg_url"))
-
-
-@pytest.fixture
-def pipeline(tmp_path: Path, client: QbtInstance, database_url: str) -> Iterator[Pipeline]:
-    pipeline = Pipeline(tmp_path / "umt", client, database_url)
-    yield pipeline
-    pipeline.close()
+    return (f"sqlite:///{tmp_path}/stall.db" if request.param == "sqlite"
+            else str(request.getfixturevalue("pg_url")))
 
 
 def magnet(seeded: SeededTorrent) -> str:
