@@ -76,6 +76,7 @@ ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
         "qbittorrent.category": "UMT_CATEGORY",
         "qbittorrent.timeout": "UMT_QBITTORRENT_TIMEOUT",
         "qbittorrent.path_map": "UMT_QBITTORRENT_PATH_MAP",
+        "qbittorrent.reconcile_interval": "UMT_QBITTORRENT_RECONCILE_INTERVAL",
         "library.dir": "UMT_LIBRARY_DIR",
         "library.import_mode": "UMT_IMPORT_MODE",
         "library.naming_template": "UMT_LIBRARY_NAMING_TEMPLATE",
@@ -194,6 +195,7 @@ def _off(value: object) -> object:
 
 #: A duration that can be switched off with ``off`` or 0 (None).
 OptionalDuration = Annotated[PositiveDuration | None, BeforeValidator(_off)]
+OptionalInterval = Annotated[IntervalDuration | None, BeforeValidator(_off)]
 RequestTimeout = Annotated[
     timedelta, BeforeValidator(_duration), AfterValidator(_positive),
     _at_most(timedelta(minutes=10)),
@@ -289,6 +291,8 @@ class QbittorrentSettings(_Section):
     path_map: Annotated[list[PathMapping], BeforeValidator(_path_map)] = Field(
         default_factory=list, max_length=100
     )
+    #: How often ``umt worker`` lines waiting runs up with qBittorrent (None: never).
+    reconcile_interval: OptionalInterval = timedelta(minutes=1)
 
     @field_validator("url")
     @classmethod

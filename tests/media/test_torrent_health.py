@@ -223,3 +223,22 @@ def test_a_session_qbittorrent_refuses_is_logged_in_again(
     qbt._api.auth_log_out()  # qBittorrent forgets this client's session
     assert qbt.find(film.info_hash) is None
     assert qbt.version().startswith("v")
+
+
+def test_the_worker_notices_a_removed_torrent_by_itself(
+    pipeline: Pipeline, film: SeededTorrent, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No 'umt resume': the worker's own look at qBittorrent (reconcile_interval) fails it."""
+    monkeypatch.setenv("UMT_QBITTORRENT_RECONCILE_INTERVAL", "1s")
+    run_id = pipeline.start(magnet(film))
+    worker = pipeline.spawn_worker()
+    try:
+        waiting(pipeline, run_id)
+        pipeline.client.client().torrents_delete(delete_files=True,
+                                                 torrent_hashes=film.info_hash)
+        run = pipeline.wait(run_id, timeout=60)
+    finally:
+        pipeline.kill(worker)
+    assert run.status == "failed", run
+    assert run.error is not None
+    assert run.error["message"].endswith(": torrent removed outside umt")
