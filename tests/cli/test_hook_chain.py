@@ -246,3 +246,12 @@ def test_the_hook_creates_no_database(cli: Cli) -> None:
     done = cli.run("hook", "download-done", INFO_HASH)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert not cli.db_path.exists() and not cli.db_path.parent.exists()
+
+
+def test_a_dry_run_without_qbittorrent_still_prints_the_line(cli: Cli) -> None:
+    cli.write_config(f'[database]\nurl = "sqlite:///{cli.db_path}"\n')
+    cli.env["UMT_DATABASE_URL"] = None
+    result = cli.invoke("qbittorrent", "install-hook", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().endswith("hook download-done %I")
+    assert "unreachable" in result.stderr and "' -- '" in result.stderr

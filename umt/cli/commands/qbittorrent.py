@@ -61,8 +61,18 @@ def install_hook(
         app.warn(note)
     if plan.problems:
         app.abort("not installing the hook: " + "; ".join(plan.problems), EXIT_FAILED)
+    from umt.media.qbittorrent import QbtAdapterError
+
     qbt = app.app.qbittorrent()
-    previous = previous_program(qbt.finish_hook(), plan.program)
+    try:
+        current = qbt.finish_hook()
+    except QbtAdapterError as exc:
+        if not dry_run:
+            raise
+        app.warn(f"{exc}: the line below does not show the finish program qBittorrent runs "
+                 "now, which install-hook would keep after ' -- '")
+        current = None
+    previous = previous_program(current, plan.program)
     if previous and not replace:
         problem = chain_problem(previous)
         if problem:
