@@ -1,6 +1,7 @@
 """Torrents umt did not add, beside umt's own, against real qbittorrent-nox: umt's worker,
 reconcile (``umt resume``) and cleanup never delete, move, re-categorize or re-tag them, in
-another category or in umt's; one umt adopts (it was there before) is imported and left seeding."""
+another category or in umt's; one umt adopts (it was there before) is imported and left seeding,
+and one adopted by a run that is then canceled stays too."""
 
 from __future__ import annotations
 
@@ -73,7 +74,8 @@ def test_foreign_torrents_are_never_touched(
 ) -> None:
     client = pipeline.client
     other, _ = add_foreign(client, "Sonarr Show S01E01", category="tv-sonarr", tags="sonarr")
-    same_category, _ = add_foreign(client, "Manual Film", category="umt", tags="mine")
+    same_category, canceled_file = add_foreign(client, "Manual Film", category="umt",
+                                               tags="mine")
     adopted, adopted_file = add_foreign(client, "Radarr Film 2025", category="umt",
                                         tags="radarr")
     foreign = [other, same_category, adopted]
@@ -87,7 +89,13 @@ def test_foreign_torrents_are_never_touched(
     client.set_finish_hook(pipeline.hook_program())
     own = pipeline.start(str(own_file))
     adopting = pipeline.start(str(adopted_file), title="Radarr Film (2025)")
+    canceled = pipeline.start(str(canceled_file))  # adopts it, then is canceled
     with pipeline.worker():
+        wait_until(lambda: any(e.operation.startswith("qbt-add:") and e.phase == "done"
+                               for e in pipeline.ledger(canceled)), timeout=60,
+                   what="the canceled run to adopt its torrent")
+        pipeline.engine.cancel(canceled)
+        assert pipeline.wait(canceled, timeout=60).compensation == "succeeded"
         # The adopted torrent finished before its run existed: reconcile passes signal it.
         deadline = time.monotonic() + 180
         while not pipeline.engine.get(adopting).finished and time.monotonic() < deadline:
@@ -102,6 +110,8 @@ def test_foreign_torrents_are_never_touched(
     cleanups = {run_id: [e.detail for e in pipeline.ledger(run_id)
                          if e.operation.startswith("qbt-delete:")] for run_id in (own, adopting)}
     assert cleanups[adopting] == [{"reason": "not added by umt (category 'umt')"}]
+    assert [e.detail for e in pipeline.ledger(canceled) if e.operation.startswith("qbt-delete:")
+            ] == [{"reason": "not added by this run"}]
     assert client.adapter().find(film.info_hash) is None  # umt's own torrent went
     assert [entry.library_paths for entry in pipeline.catalog()
             if entry.run_id == adopting] != []
