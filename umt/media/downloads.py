@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 #: qBittorrent's API lags its finish hook by about 1.5 s; give it this long to catch up.
 CONFIRM_WINDOW_SECONDS = 30.0
 CONFIRM_POLL_SECONDS = 0.5
+RECHECK_SECONDS = 3.0
 REMOVED_OUTSIDE_UMT = "torrent removed outside umt"
 #: The tag umt gives a torrent it adds (``run_tag``): umt-<run id>.
 RUN_TAG = re.compile(r"umt-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -70,7 +71,7 @@ def confirm_download(step: StepContext, request: AcquireRequest, qbt: QbtClient)
     """A done signal is only a wake-up: qBittorrent itself must say the torrent is complete."""
     waited = 0.0
     while True:
-        info = healthy_torrent(qbt, request.info_hash)
+        info = healthy_torrent(step, qbt, request.info_hash)
         if info.is_complete:
             return Confirmation(complete=True, state=info.state, progress=info.progress)
         if waited >= CONFIRM_WINDOW_SECONDS:
@@ -81,9 +82,14 @@ def confirm_download(step: StepContext, request: AcquireRequest, qbt: QbtClient)
         waited += CONFIRM_POLL_SECONDS
 
 
-def healthy_torrent(qbt: QbtClient, info_hash: str) -> TorrentInfo:
+def healthy_torrent(step: StepContext, qbt: QbtClient, info_hash: str) -> TorrentInfo:
     """The run's torrent, or a permanent failure that says why it cannot finish."""
     info = qbt.find(info_hash)
+    if info is None:
+        # Asked again a moment later: a qBittorrent that has just started may list its
+        # torrents late, and a failed run is for good.
+        step.sleep(RECHECK_SECONDS)
+        info = qbt.find(info_hash)
     if info is None:
         raise PermanentError(REMOVED_OUTSIDE_UMT)
     if info.problem is not None:
@@ -94,7 +100,7 @@ def healthy_torrent(qbt: QbtClient, info_hash: str) -> TorrentInfo:
 def check_progress(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Progress:
     """After ``stall_timeout`` without a done signal: fails the run if the torrent is gone or
     errored, made no progress since the previous check, or the download timeout has passed."""
-    info = healthy_torrent(qbt, request.info_hash)
+    info = healthy_torrent(step, qbt, request.info_hash)
     operation = progress_operation(request.info_hash)
     checks = ledger.entries_of_operation(step, operation)
     started = ledger.entries_of_operation(step, add_operation(request.info_hash))
