@@ -242,3 +242,27 @@ def test_the_worker_notices_a_removed_torrent_by_itself(
     assert run.status == "failed", run
     assert run.error is not None
     assert run.error["message"].endswith(": torrent removed outside umt")
+
+
+def test_with_a_stall_timeout_a_finish_without_hook_is_noticed_by_the_run(
+    tmp_path: Path, client: QbtInstance, database_url: str, film: SeededTorrent,
+) -> None:
+    """No finish hook, no reconcile: the progress check after stall_timeout finds the torrent
+    complete and the run goes on to import it."""
+    pipeline = Pipeline(tmp_path / "stall", client, database_url, stall_timeout="8s")
+    try:
+        torrent_file = tmp_path / "film.torrent"
+        torrent_file.write_bytes(film.torrent_bytes)  # its tracker is the seeder: it downloads
+        run_id = pipeline.start(str(torrent_file))
+        with pipeline.worker():
+            run = pipeline.wait(run_id, timeout=120)
+        assert run.status == "succeeded", (run.error, pipeline.ledger(run_id))
+        checks = [s.result for s in pipeline.engine.steps(run_id)
+                  if s.name.startswith("check-progress")]
+        assert checks and checks[-1]["complete"] is True
+        assert not any(s.name.startswith("wait-download") and s.result and s.result.get("data")
+                       for s in pipeline.engine.steps(run_id))
+        [item] = pipeline.catalog()
+        assert sha256_file(Path(item.library_paths[0])) == sha256_file(film.path)
+    finally:
+        pipeline.close()

@@ -50,11 +50,13 @@ def build_acquire_workflow(services: Callable[[], AcquireServices]) -> Workflow:
             signal = ctx.wait_for_signal("wait-download", request.done_signal,
                                          timeout=stall_timeout or request.download_timeout)
             if signal is None and stall_timeout is not None:
-                # No done signal for stall_timeout: the download must have moved meanwhile.
-                ctx.step("check-progress", qbt_step(downloads.check_progress, request),
-                         retry=QBITTORRENT_RETRY, result_type=Progress)
-                continue
-            if signal is None:
+                # No done signal for stall_timeout: the download must have moved meanwhile
+                # (or finished without a hook, then it is confirmed as if signaled).
+                progress = ctx.step("check-progress", qbt_step(downloads.check_progress, request),
+                                    retry=QBITTORRENT_RETRY, result_type=Progress)
+                if not progress.complete:
+                    continue
+            elif signal is None:
                 raise DownloadTimedOut(
                     f"the download did not finish within {request.download_timeout}"
                 )

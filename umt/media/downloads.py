@@ -118,7 +118,8 @@ def check_progress(step: StepContext, request: AcquireRequest, qbt: QbtClient) -
             f"no progress for {stalled} (acquire.stall_timeout): {info.progress:.0%} "
             f"({info.state})"
         )
-    return Progress(completed=info.completed, progress=info.progress, state=info.state)
+    return Progress(completed=info.completed, progress=info.progress, state=info.state,
+                    complete=info.is_complete)
 
 
 def progress_operation(info_hash: str) -> str:

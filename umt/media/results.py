@@ -26,6 +26,7 @@ class Progress(_Result):
     completed: int
     progress: float
     state: str
+    complete: bool = False
 
 
 class ImportedFile(_Result):
