@@ -255,3 +255,13 @@ def test_a_dry_run_without_qbittorrent_still_prints_the_line(cli: Cli) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().endswith("hook download-done %I")
     assert "unreachable" in result.stderr and "' -- '" in result.stderr
+
+
+def test_the_hook_on_a_postgresql_database_not_migrated_yet_is_silent(
+    cli: Cli, pg_url: str,
+) -> None:
+    cli.env["UMT_DATABASE_URL"] = pg_url
+    done = cli.run("hook", "download-done", INFO_HASH)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert cli.run("db", "status", "--json").returncode in (0, 1)  # still not migrated
+    assert "umt db migrate" in cli.run("runs").stderr

@@ -71,7 +71,12 @@ def _signal_done(app: Application, info_hash: str) -> None:
     if not _V1_HASH.fullmatch(info_hash):
         app.abort(f"{printable(info_hash)!r} is not a v1 info-hash (40 hexadecimal digits)",
                   EXIT_USAGE)
-    engine = app.existing_engine()
+    from umt.engine import SchemaNotReady
+
+    try:
+        engine = app.existing_engine()
+    except SchemaNotReady:
+        return  # tables not created yet, so no run: another tool's torrent
     if engine is None:
         return  # no database yet, so no run: another tool's torrent
     from umt.media.request import done_signal_name
