@@ -9,7 +9,9 @@ Times, as whole processes started from this one (``fork``/``exec`` to exit, stdo
 * ``umt --json start-acquire MAGNET`` with a **new magnet each run** (a fresh info-hash, so a new
   run is written: the path a user takes);
 * the same with **one idempotent magnet** (every timed run finds the run that the warm-up
-  created and returns it, ``"created": false``).
+  created and returns it, ``"created": false``);
+* ``umt hook download-done HASH`` for a torrent no run tracks (another tool's, as qBittorrent's
+  finish hook runs for every torrent): it must stay one cheap, silent exit 0.
 
 ``umt`` is the venv's console script, on a throwaway config in a temporary folder (an embedded
 SQLite database created and migrated before timing, the library folder beside it), with
@@ -50,6 +52,7 @@ PYTHON = VENV_BIN / "python"
 UMT = VENV_BIN / "umt"
 HELP_TARGET = 0.3
 IDEMPOTENT_HASH = "b" * 40
+FOREIGN_HASH = "f" * 40
 
 
 def log(message: str) -> None:
@@ -64,6 +67,8 @@ class Command:
     #: Expected ``created`` in the JSON printed by start-acquire (None: not start-acquire).
     created: bool | None = None
     static: bool = True
+    #: The command must print nothing at all (the hook for another tool's torrent).
+    silent: bool = False
 
     def argv(self, run_no: int) -> list[str]:
         return [part.replace("{hash}", f"{run_no:040x}") for part in self.argv_template]
@@ -80,6 +85,8 @@ def commands(config: Path) -> list[Command]:
         Command("start-same", "umt --json start-acquire MAGNET (same magnet, idempotent)",
                 [*umt, "--json", "start-acquire",
                  f"magnet:?xt=urn:btih:{IDEMPOTENT_HASH}&dn=Bench"], created=False),
+        Command("hook-foreign", "umt hook download-done HASH (a torrent umt does not track)",
+                [*umt, "hook", "download-done", FOREIGN_HASH], silent=True),
     ]
 
 
@@ -109,6 +116,8 @@ def run_once(command: Command, run_no: int, env: dict[str, str], cwd: Path) -> f
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
+    if command.silent and (done.stdout or done.stderr):
+        raise RuntimeError(f"{command.label} printed: {(done.stdout + done.stderr).strip()}")
     if command.created is not None:
         created = json.loads(done.stdout)["created"]
         if created != command.created:

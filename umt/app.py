@@ -15,6 +15,7 @@ from umt.config import Settings
 
 if TYPE_CHECKING:
     from umt.engine import Engine, Registry, StartResult, WorkerOptions, Workflow
+    from umt.media.pathmap import PathMap
     from umt.media.qbittorrent import QbtClient
     from umt.media.request import AcquireRequest
     from umt.media.sources import TorrentSource
@@ -76,7 +77,12 @@ class App:
         section = self.settings.qbittorrent
         password = section.password.get_secret_value() if section.password else ""
         return QbtClient(section.url, section.username, password,
-                         timeout=section.timeout.total_seconds())
+                         timeout=section.timeout.total_seconds(), path_map=self.path_map())
+
+    def path_map(self) -> PathMap:
+        from umt.media.pathmap import PathMap
+
+        return PathMap.of((m.remote, m.local) for m in self.settings.qbittorrent.path_map)
 
     # ------------------------------------------------------------------ workflows
 
@@ -147,8 +153,12 @@ class App:
                 retention if retention is not None else self.settings.acquire.retention
             ).total_seconds(),
             download_timeout_seconds=self.settings.acquire.download_timeout.total_seconds(),
+            stall_timeout_seconds=(stall.total_seconds() if (
+                stall := self.settings.acquire.stall_timeout) else None),
             category=self.settings.qbittorrent.category,
-            save_path=self.settings.qbittorrent.download_dir,
+            # as qBittorrent sees it: a worker on another host sends it unchanged
+            save_path=(self.path_map().to_remote(download_dir) if (
+                download_dir := self.settings.qbittorrent.download_dir) else None),
             library_dir=str(Path(library.dir)),
             import_mode=library.import_mode,
             naming_template=library.naming_template,

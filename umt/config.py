@@ -81,6 +81,8 @@ ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
         "qbittorrent.download_dir": "UMT_DOWNLOAD_DIR",
         "qbittorrent.category": "UMT_CATEGORY",
         "qbittorrent.timeout": "UMT_QBITTORRENT_TIMEOUT",
+        "qbittorrent.path_map": "UMT_QBITTORRENT_PATH_MAP",
+        "qbittorrent.reconcile_interval": "UMT_QBITTORRENT_RECONCILE_INTERVAL",
         "library.dir": "UMT_LIBRARY_DIR",
         "library.import_mode": "UMT_IMPORT_MODE",
         "library.naming_template": "UMT_LIBRARY_NAMING_TEMPLATE",
@@ -88,6 +90,7 @@ ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
         "library.verify": "UMT_LIBRARY_VERIFY",
         "acquire.retention": "UMT_RETENTION",
         "acquire.download_timeout": "UMT_ACQUIRE_DOWNLOAD_TIMEOUT",
+        "acquire.stall_timeout": "UMT_ACQUIRE_STALL_TIMEOUT",
         "engine.lease": "UMT_ENGINE_LEASE",
         "engine.poll_interval": "UMT_ENGINE_POLL_INTERVAL",
         "engine.sqlite_poll_interval": "UMT_ENGINE_SQLITE_POLL_INTERVAL",
@@ -187,6 +190,20 @@ IntervalDuration = Annotated[
     timedelta, BeforeValidator(_duration), AfterValidator(_positive),
     _at_most(timedelta(hours=1)),
 ]
+
+
+def _off(value: object) -> object:
+    """``off`` (or 0) switches an optional duration off."""
+    if isinstance(value, str) and value.strip().lower() in ("off", "0"):
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == 0:
+        return None
+    return value
+
+
+#: A duration that can be switched off with ``off`` or 0 (None).
+OptionalDuration = Annotated[PositiveDuration | None, BeforeValidator(_off)]
+OptionalInterval = Annotated[IntervalDuration | None, BeforeValidator(_off)]
 RequestTimeout = Annotated[
     timedelta, BeforeValidator(_duration), AfterValidator(_positive),
     _at_most(timedelta(minutes=10)),
@@ -243,6 +260,35 @@ class DatabaseSettings(_Section):
         return SecretStr(target.url)
 
 
+class PathMapping(_Section):
+    """qBittorrent's path prefix (``remote``) and where umt sees it (``local``)."""
+
+    remote: str
+    local: str
+
+    @field_validator("remote", "local")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an absolute path")
+        if len(value) > 4096:
+            raise ValueError("must be at most 4096 characters")
+        return value
+
+
+def _path_map(value: object) -> object:
+    """``UMT_QBITTORRENT_PATH_MAP``: ``remote=local`` pairs separated by ``;``."""
+    if not isinstance(value, str):
+        return value
+    pairs = []
+    for item in filter(None, (part.strip() for part in value.split(";"))):
+        remote, equals, local = item.partition("=")
+        if not equals:
+            raise ValueError(f"{item!r} is not remote=local (e.g. /downloads=/srv/torrents)")
+        pairs.append({"remote": remote.strip(), "local": local.strip()})
+    return pairs
+
+
 class QbittorrentSettings(_Section):
     url: str = "http://127.0.0.1:8080"
     username: str = "admin"
@@ -250,6 +296,11 @@ class QbittorrentSettings(_Section):
     download_dir: str | None = None
     category: NonEmptyStr = "umt"
     timeout: RequestTimeout = timedelta(seconds=10)
+    path_map: Annotated[list[PathMapping], BeforeValidator(_path_map)] = Field(
+        default_factory=list, max_length=100
+    )
+    #: How often ``umt worker`` lines waiting runs up with qBittorrent (None: never).
+    reconcile_interval: OptionalInterval = timedelta(minutes=1)
 
     @field_validator("url")
     @classmethod
@@ -318,6 +369,8 @@ def _check_naming_template(template: str) -> None:
 class AcquireSettings(_Section):
     retention: Duration = timedelta(days=7)
     download_timeout: PositiveDuration = timedelta(days=14)
+    #: A download that makes no progress for this long fails its run (None: off).
+    stall_timeout: OptionalDuration = None
 
 
 class EngineSettings(_Section):

@@ -119,3 +119,18 @@ def qbittorrent_env(instance: QbtInstance, *, password: str | None = None) -> di
         "UMT_QBITTORRENT_USERNAME": instance.username,
         "UMT_QBITTORRENT_PASSWORD": password if password is not None else instance.password,
     }
+
+
+@pytest.fixture
+def qbt_cli(cli: Cli, qbittorrent: QbtInstance) -> Cli:
+    """Everything the hook needs is in the config file (mode 600), nothing in UMT_* variables."""
+    cli.write_config(
+        f'[database]\nurl = "sqlite:///{cli.db_path}"\n\n'
+        f'[qbittorrent]\nurl = "{qbittorrent.url}"\nusername = "{qbittorrent.username}"\n'
+        f'password = "{qbittorrent.password}"\ncategory = "umt-cli-tests"\n'
+    )
+    cli.config_path.chmod(0o600)
+    for name in ("UMT_DATABASE_URL", "UMT_QBITTORRENT_URL"):
+        cli.env[name] = None
+    qbittorrent.set_finish_hook(None)
+    return cli

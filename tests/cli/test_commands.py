@@ -212,12 +212,12 @@ def test_catalog_is_empty_without_imports(cli: Cli) -> None:
 
 
 def test_hook_download_done_keeps_the_signal(cli: Cli) -> None:
+    run_id = cli.start()
+    assert run_id  # the kept signal waits for this run's wait-download step
     result = cli.ok("hook", "download-done", INFO_HASH.upper())
     assert result.stdout == ""
     assert result.stderr == (f"umt hook: download-done:{INFO_HASH}: no run waits yet, "
                              "signal kept\n")
-    run_id = cli.start()
-    assert run_id  # the kept signal waits for this run's wait-download step
 
 
 def test_hook_for_a_v2_only_torrent_does_nothing(cli: Cli) -> None:

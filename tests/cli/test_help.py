@@ -37,7 +37,7 @@ def test_every_command_is_listed() -> None:
     names = {" ".join(path) for path in COMMANDS}
     assert {"start-acquire", "signal", "cancel", "worker", "resume", "tables", "runs", "status",
             "show", "catalog", "doctor", "db migrate", "db status", "db gc",
-            "qbittorrent install-hook", "qbittorrent show-hook",
+            "qbittorrent install-hook", "qbittorrent show-hook", "qbittorrent uninstall-hook",
             "hook download-done", "web"} <= names
 
 

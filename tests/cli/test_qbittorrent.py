@@ -16,21 +16,6 @@ from tests.support.qbittorrent import QbtInstance
 pytestmark = pytest.mark.qbittorrent
 
 
-@pytest.fixture
-def qbt_cli(cli: Cli, qbittorrent: QbtInstance) -> Cli:
-    """Everything the hook needs is in the config file (mode 600), nothing in UMT_* variables."""
-    cli.write_config(
-        f'[database]\nurl = "sqlite:///{cli.db_path}"\n\n'
-        f'[qbittorrent]\nurl = "{qbittorrent.url}"\nusername = "{qbittorrent.username}"\n'
-        f'password = "{qbittorrent.password}"\ncategory = "umt-cli-tests"\n'
-    )
-    cli.config_path.chmod(0o600)
-    for name in ("UMT_DATABASE_URL", "UMT_QBITTORRENT_URL"):
-        cli.env[name] = None
-    qbittorrent.set_finish_hook(None)
-    return cli
-
-
 def _checks(result_stdout: str) -> dict[str, str]:
     return {check["name"]: check["status"] for check in json.loads(result_stdout)["checks"]}
 
@@ -40,7 +25,7 @@ def test_doctor_install_hook_show_hook(qbt_cli: Cli, qbittorrent: QbtInstance) -
     assert before.exit_code == 1, before.output
     assert _checks(before.stdout) == {
         "config": "ok", "database": "ok", "qbittorrent": "ok", "finish hook": "fail",
-        "library": "ok", "hardlinks": "ok",
+        "paths": "ok", "library": "ok", "hardlinks": "ok",
     }
     assert before.stderr == "umt: error: 1 check(s) failed: finish hook\n"
     assert qbittorrent.password not in before.output
@@ -51,7 +36,8 @@ def test_doctor_install_hook_show_hook(qbt_cli: Cli, qbittorrent: QbtInstance) -
     assert qbt_cli.json("qbittorrent", "show-hook")["installed"] is False
 
     installed = qbt_cli.json("qbittorrent", "install-hook")
-    assert installed == {"program": program, "installed": True, "previous": None}
+    assert installed == {"program": program, "installed": True, "previous": None,
+                         "chained": None}
     assert qbittorrent.client().app_preferences()["autorun_program"] == program
     shown = qbt_cli.json("qbittorrent", "show-hook")
     assert shown["installed"] is True and shown["program"] == program
@@ -65,6 +51,7 @@ def test_the_installed_program_line_works_without_any_environment(
     qbt_cli: Cli, qbittorrent: QbtInstance,
 ) -> None:
     program = qbt_cli.json("qbittorrent", "install-hook")["program"]
+    run_id = qbt_cli.start(INFO_HASH)  # a run that does not wait yet: the signal is kept
     # What qBittorrent does: substitute %I, split into arguments, no shell, its own environment.
     argv = shlex.split(program.replace("%I", INFO_HASH.upper()))
     done = subprocess.run(argv, env={}, capture_output=True, text=True, timeout=60, check=False)
@@ -74,6 +61,7 @@ def test_the_installed_program_line_works_without_any_environment(
         rows = connection.execute("SELECT name, data, status FROM signals").fetchall()
     connection.close()
     assert rows == [(f"download-done:{INFO_HASH}", '{"source":"hook"}', "kept")]
+    assert qbt_cli.json("status", run_id)["status"] == "pending"
 
 
 def test_install_hook_refuses_a_database_only_in_the_environment(

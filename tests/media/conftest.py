@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.qbittorrent import Swarm
+from tests.media.pipeline import Pipeline
+from tests.support.qbittorrent import QbtInstance, Swarm
 
 
 @pytest.fixture(scope="module")
@@ -16,3 +17,24 @@ def swarm(base: Path) -> Iterator[Swarm]:
     swarm = Swarm.start(base / "swarm")
     yield swarm
     swarm.destroy()
+
+
+@pytest.fixture
+def fresh_client(tmp_path: Path) -> Iterator[QbtInstance]:
+    """umt's own qbittorrent-nox, fresh for one test."""
+    instance = QbtInstance.create(tmp_path / "client", local_host_auth=True)
+    instance.start()
+    yield instance
+    instance.destroy()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_pipeline(
+    request: pytest.FixtureRequest, tmp_path: Path, fresh_client: QbtInstance,
+) -> Iterator[Pipeline]:
+    """A umt installation on each backend in turn, with ``fresh_client``."""
+    url = (f"sqlite:///{tmp_path}/umt.db" if request.param == "sqlite"
+           else str(request.getfixturevalue("pg_url")))
+    pipeline = Pipeline(tmp_path / "umt", fresh_client, url)
+    yield pipeline
+    pipeline.close()

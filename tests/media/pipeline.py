@@ -32,6 +32,11 @@ class Pipeline:
     import_mode: str = "auto"
     library_dir: Path | None = None
     retention: str = "2s"
+    stall_timeout: str = "off"
+    #: qBittorrent's download folder as umt sees it (default: where qBittorrent sees it).
+    download_dir: Path | None = None
+    #: More TOML, appended as it is (e.g. [[qbittorrent.path_map]] tables).
+    extra_config: str = ""
     lease: str = "3s"
     all_files: bool = False
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -52,12 +57,14 @@ class Pipeline:
         return "\n".join([
             "[database]", f'url = "{self.database_url}"',
             "[qbittorrent]", f'url = "{self.client.url}"', f'username = "{self.client.username}"',
-            f'password = "{self.client.password}"', f'download_dir = "{self.client.download_dir}"',
+            f'password = "{self.client.password}"',
+            f'download_dir = "{self.download_dir or self.client.download_dir}"',
             "[library]", f'dir = "{self.library}"', f'import_mode = "{self.import_mode}"',
             f"all_files = {'true' if self.all_files else 'false'}",
             "[acquire]", f'retention = "{self.retention}"', 'download_timeout = "10m"',
+            f'stall_timeout = "{self.stall_timeout}"',
             "[engine]", f'lease = "{self.lease}"', 'poll_interval = "1s"',
-            'sqlite_poll_interval = "0.1s"', "",
+            'sqlite_poll_interval = "0.1s"', self.extra_config, "",
         ])
 
     def close(self) -> None:

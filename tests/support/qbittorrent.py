@@ -98,6 +98,9 @@ class QbtInstance:
         self.log_path = base_dir / "qbittorrent.log"
         self._process: subprocess.Popen[bytes] | None = None
         self._client: qbittorrentapi.Client | None = None
+        #: Shell commands run in a private mount namespace of qbittorrent-nox's own before it
+        #: starts (root only), e.g. mounts that give it a view of the disk umt does not have.
+        self.namespace_setup: str | None = None
 
     def __repr__(self) -> str:
         return f"QbtInstance({self.url}, bt_port={self.bt_port}, dir={self.base_dir})"
@@ -110,8 +113,10 @@ class QbtInstance:
         username: str = "umt",
         password: str | None = None,
         local_host_auth: bool = True,
+        download_dir: Path | None = None,
     ) -> QbtInstance:
-        """Write the profile of a new instance (not started)."""
+        """Write the profile of a new instance (not started); ``download_dir`` is its default
+        save path as qBittorrent sees it (created here unless it is somewhere else)."""
         instance = cls(
             base_dir,
             username=username,
@@ -119,7 +124,10 @@ class QbtInstance:
             webui_port=free_port(),
             bt_port=free_port(),
         )
-        instance.download_dir.mkdir(parents=True, exist_ok=True)
+        if download_dir is not None:
+            instance.download_dir = download_dir
+        else:
+            instance.download_dir.mkdir(parents=True, exist_ok=True)
         instance.config_path.parent.mkdir(parents=True, exist_ok=True)
         instance.config_path.write_text(instance._config(local_host_auth))
         return instance
@@ -177,12 +185,13 @@ class QbtInstance:
         if self.is_running():
             return
         with self.log_path.open("ab") as log:
+            argv = [QBITTORRENT_NOX, f"--profile={self.profile_dir}",
+                    f"--webui-port={self.webui_port}"]
+            if self.namespace_setup:
+                argv = ["unshare", "--mount", "--propagation", "private", "sh", "-ec",
+                        f'{self.namespace_setup}\nexec "$@"', "sh", *argv]
             self._process = subprocess.Popen(
-                [
-                    QBITTORRENT_NOX,
-                    f"--profile={self.profile_dir}",
-                    f"--webui-port={self.webui_port}",
-                ],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -19,6 +19,62 @@ if TYPE_CHECKING:
     from umt.config import Settings
 
 PLACEHOLDER = "%I"
+#: What ends umt's own part of the program line; the rest, after " -- ", is the program the
+#: user had before, kept verbatim so that qBittorrent splits and substitutes it as before.
+HOOK_TAIL = f" hook download-done {PLACEHOLDER}"
+CHAIN_SEPARATOR = " -- "
+
+
+@dataclass(frozen=True)
+class InstalledHook:
+    """qBittorrent's finish program, read: umt's part (if any) and the program it chains."""
+
+    umt_part: str | None
+    previous: str | None
+
+    @property
+    def is_umt(self) -> bool:
+        return self.umt_part is not None
+
+
+def read_program_line(line: str | None) -> InstalledHook:
+    """Splits a finish program line into umt's hook and the user's program it runs after."""
+    if not line:
+        return InstalledHook(None, None)
+    head, tail, rest = line.partition(HOOK_TAIL)
+    if not tail or not (rest == "" or rest.startswith(CHAIN_SEPARATOR)):
+        return InstalledHook(None, line)
+    previous = rest[len(CHAIN_SEPARATOR):] if rest else None
+    return InstalledHook(head + tail, previous or None)
+
+
+def chained(program: str, previous: str | None) -> str:
+    """umt's hook line followed by the user's program line, which umt runs after its part."""
+    return f"{program}{CHAIN_SEPARATOR}{previous}" if previous else program
+
+
+def chain_problem(previous: str) -> str | None:
+    """Why ``previous`` cannot be carried after umt's hook unchanged (None: it can).
+
+    qBittorrent splits the whole line at spaces (double quotes group) before it substitutes
+    placeholders in each argument, so a line appended after umt's complete arguments splits
+    into the same arguments as before, except where the quoting itself is in doubt.
+    """
+    if previous.count('"') % 2:
+        return ("its double quotes are unbalanced, so qBittorrent may not split it into "
+                "the same arguments after umt's hook")
+    if any(ord(character) < 32 or ord(character) == 127 for character in previous):
+        return "it contains control characters"
+    return None
+
+
+def previous_program(current: str | None, program: str) -> str | None:
+    """The finish program umt's hook ``program`` must run after its own part: the one this
+    umt's hook already runs, or whatever qBittorrent runs now (another umt's hook included)."""
+    hook = read_program_line(current)
+    if hook.umt_part == program:
+        return hook.previous
+    return current or None
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 from umt.engine import RetryPolicy, RunStatus, StepContext, Workflow, WorkflowContext
 from umt.media import downloads, library
 from umt.media.request import AcquireRequest
-from umt.media.results import Cleaned, Confirmation, Imported, Submitted
+from umt.media.results import Cleaned, Confirmation, Imported, Progress, Submitted
 from umt.media.services import AcquireServices
 from umt.records import catalog, ledger
 
@@ -45,10 +45,18 @@ def build_acquire_workflow(services: Callable[[], AcquireServices]) -> Workflow:
         request = AcquireRequest.model_validate(raw_input)
         submitted = ctx.step("submit-download", qbt_step(downloads.submit_download, request),
                              retry=QBITTORRENT_RETRY, result_type=Submitted)
+        stall_timeout = request.stall_timeout
         while True:
             signal = ctx.wait_for_signal("wait-download", request.done_signal,
-                                         timeout=request.download_timeout)
-            if signal is None:
+                                         timeout=stall_timeout or request.download_timeout)
+            if signal is None and stall_timeout is not None:
+                # No done signal for stall_timeout: the download must have moved meanwhile
+                # (or finished without a hook, then it is confirmed as if signaled).
+                progress = ctx.step("check-progress", qbt_step(downloads.check_progress, request),
+                                    retry=QBITTORRENT_RETRY, result_type=Progress)
+                if not progress.complete:
+                    continue
+            elif signal is None:
                 raise DownloadTimedOut(
                     f"the download did not finish within {request.download_timeout}"
                 )

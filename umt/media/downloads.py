@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 from umt.engine import PermanentError, StepContext
 from umt.media.qbittorrent import QbtClient, TorrentInfo
 from umt.media.request import AcquireRequest, run_tag
-from umt.media.results import Cleaned, Confirmation, Submitted
+from umt.media.results import Cleaned, Confirmation, Progress, Submitted
 from umt.records import ledger
 
 log = logging.getLogger(__name__)
@@ -17,6 +18,10 @@ log = logging.getLogger(__name__)
 #: qBittorrent's API lags its finish hook by about 1.5 s; give it this long to catch up.
 CONFIRM_WINDOW_SECONDS = 30.0
 CONFIRM_POLL_SECONDS = 0.5
+RECHECK_SECONDS = 3.0
+REMOVED_OUTSIDE_UMT = "torrent removed outside umt"
+#: The tag umt gives a torrent it adds (``run_tag``): umt-<run id>.
+RUN_TAG = re.compile(r"umt-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def add_operation(info_hash: str) -> str:
@@ -37,18 +42,25 @@ def submit_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) 
     operation = add_operation(request.info_hash)
     first_intent = _first_add_intent(step, request.info_hash)
     if first_intent is None:
-        present_before = qbt.find(request.info_hash) is not None
-        ledger.record(step, operation, ledger.INTENT, {"present_before": present_before})
+        before = qbt.find(request.info_hash)
+        present_before = before is not None
+        umt_before = before is not None and _added_by_umt(before)
+        ledger.record(step, operation, ledger.INTENT, {
+            "present_before": present_before, "umt_before": umt_before,
+        })
     else:
         present_before = bool(first_intent.detail.get("present_before"))
+        umt_before = bool(first_intent.detail.get("umt_before"))
     step.check()
+    # Another tool's torrent is adopted as it is: not re-tagged, re-categorized or moved.
+    foreign = present_before and not umt_before
     outcome = qbt.add(
-        request.torrent, category=request.category, tags=[run_tag(step.run_id)],
-        save_path=request.save_path,
+        request.torrent, category=request.category,
+        tags=[] if foreign else [run_tag(step.run_id)], save_path=request.save_path,
     )
     ledger.record(step, operation, ledger.DONE, {
         "outcome": outcome.status, "state": outcome.torrent.state,
-        "present_before": present_before,
+        "present_before": present_before, "completed": outcome.torrent.completed,
     })
     return Submitted(
         info_hash=request.info_hash, name=outcome.torrent.name, added_by_run=not present_before
@@ -59,9 +71,7 @@ def confirm_download(step: StepContext, request: AcquireRequest, qbt: QbtClient)
     """A done signal is only a wake-up: qBittorrent itself must say the torrent is complete."""
     waited = 0.0
     while True:
-        info = qbt.find(request.info_hash)
-        if info is None:
-            raise PermanentError(f"torrent {request.info_hash} is no longer in qBittorrent")
+        info = healthy_torrent(step, qbt, request.info_hash)
         if info.is_complete:
             return Confirmation(complete=True, state=info.state, progress=info.progress)
         if waited >= CONFIRM_WINDOW_SECONDS:
@@ -72,9 +82,66 @@ def confirm_download(step: StepContext, request: AcquireRequest, qbt: QbtClient)
         waited += CONFIRM_POLL_SECONDS
 
 
+def healthy_torrent(step: StepContext, qbt: QbtClient, info_hash: str) -> TorrentInfo:
+    """The run's torrent, or a permanent failure that says why it cannot finish."""
+    info = qbt.find(info_hash)
+    if info is None:
+        # Asked again a moment later: a qBittorrent that has just started may list its
+        # torrents late, and a failed run is for good.
+        step.sleep(RECHECK_SECONDS)
+        info = qbt.find(info_hash)
+    if info is None:
+        raise PermanentError(REMOVED_OUTSIDE_UMT)
+    if info.problem is not None:
+        raise PermanentError(info.problem)
+    return info
+
+
+def check_progress(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Progress:
+    """After ``stall_timeout`` without a done signal: fails the run if the torrent is gone or
+    errored, made no progress since the previous check, or the download timeout has passed."""
+    info = healthy_torrent(step, qbt, request.info_hash)
+    operation = progress_operation(request.info_hash)
+    checks = ledger.entries_of_operation(step, operation)
+    started = ledger.entries_of_operation(step, add_operation(request.info_hash))
+    if started and step.now() - started[0].recorded_at >= request.download_timeout:
+        raise PermanentError(f"the download did not finish within {request.download_timeout}")
+    submitted = ledger.last_entry(started, ledger.DONE)
+    baseline = checks[-1] if checks else submitted
+    previous = baseline.detail.get("completed") if baseline is not None else None
+    ledger.record(step, operation, ledger.DONE, {
+        "completed": info.completed, "progress": info.progress, "state": info.state,
+    })
+    if previous is not None and info.completed <= int(previous) and not info.is_complete:
+        stalled = request.stall_timeout or request.download_timeout
+        raise PermanentError(
+            f"no progress for {stalled} (acquire.stall_timeout): {info.progress:.0%} "
+            f"({info.state})"
+        )
+    return Progress(completed=info.completed, progress=info.progress, state=info.state,
+                    complete=info.is_complete)
+
+
+def progress_operation(info_hash: str) -> str:
+    return f"qbt-progress:{info_hash}"
+
+
 def added_by_this_run(step: StepContext, info_hash: str) -> bool:
     first_intent = _first_add_intent(step, info_hash)
     return first_intent is not None and not first_intent.detail.get("present_before")
+
+
+def added_by_umt(step: StepContext, info_hash: str) -> bool:
+    """This run added the torrent, or an earlier umt run did (it carried a run's tag)."""
+    first_intent = _first_add_intent(step, info_hash)
+    return first_intent is not None and (
+        not first_intent.detail.get("present_before")
+        or bool(first_intent.detail.get("umt_before"))
+    )
+
+
+def _added_by_umt(info: TorrentInfo) -> bool:
+    return any(RUN_TAG.fullmatch(tag) for tag in info.tags)
 
 
 def _first_add_intent(step: StepContext, info_hash: str) -> ledger.LedgerEntry | None:
@@ -86,14 +153,14 @@ def _first_add_intent(step: StepContext, info_hash: str) -> ledger.LedgerEntry |
 def cleanup_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Cleaned:
     """After retention: removes the torrent and its data, never the library copy.
 
-    A torrent umt did not add (it was present before, in another category) is left alone.
+    A torrent umt did not add (another tool's, adopted) is left alone, whatever its category.
     """
     operation = delete_operation(request.info_hash)
     info = qbt.find(request.info_hash)
     if info is None:
         ledger.record(step, operation, ledger.SKIPPED, {"reason": "already gone"})
         return Cleaned(removed=False, reason="already gone")
-    if not added_by_this_run(step, request.info_hash) and info.category != request.category:
+    if not added_by_umt(step, request.info_hash):
         reason = f"not added by umt (category {info.category!r})"
         ledger.record(step, operation, ledger.SKIPPED, {"reason": reason})
         return Cleaned(removed=False, reason=reason)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from umt.engine import PermanentError, StepContext
+from umt.media.downloads import REMOVED_OUTSIDE_UMT
 from umt.media.importing import (
     CrossDevice,
     DestinationExists,
@@ -51,7 +52,7 @@ def copy_operation(destination: Path) -> str:
 def import_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Imported:
     info = qbt.find(request.info_hash)
     if info is None:
-        raise PermanentError(f"torrent {request.info_hash} is no longer in qBittorrent")
+        raise PermanentError(REMOVED_OUTSIDE_UMT)
     if not info.is_complete:
         raise RuntimeError(f"torrent {request.info_hash} is not complete ({info.state})")
     content = _content_inside_save_path(info.content_path, info.save_path)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import SecretStr
 
+from umt.media.pathmap import PathMap
 from umt.media.sources import TorrentSource
 from umt.textsafe import redact_url
 
@@ -28,6 +29,11 @@ COMPLETED_STATES = frozenset(
 )
 ERRORED_STATES = frozenset({"error", "missingFiles"})
 CHECKING_STATES = frozenset({"checkingUP", "checkingDL", "checkingResumeData"})
+#: How umt names an errored state when it fails a run for it.
+ERROR_REASONS = {
+    "missingFiles": "missing files",
+    "error": "error (see qBittorrent's log: a full disk, a moved or unreadable folder)",
+}
 
 
 class QbtAdapterError(Exception):
@@ -60,6 +66,7 @@ class TorrentInfo:
     state: str
     progress: float
     size: int
+    completed: int  # bytes of the selected files downloaded and checked
     save_path: str
     content_path: str
     category: str
@@ -72,6 +79,13 @@ class TorrentInfo:
     @property
     def is_errored(self) -> bool:
         return self.state in ERRORED_STATES
+
+    @property
+    def problem(self) -> str | None:
+        """Why this torrent cannot finish as it is (None: nothing wrong)."""
+        if not self.is_errored:
+            return None
+        return f"qBittorrent: {ERROR_REASONS.get(self.state, self.state)}"
 
     @property
     def is_checking(self) -> bool:
@@ -87,6 +101,7 @@ class TorrentInfo:
             state=str(data.get("state", "")),
             progress=float(data.get("progress", 0.0)),
             size=int(data.get("size", 0)),
+            completed=int(data.get("completed", 0)),
             save_path=str(data.get("save_path", "")),
             content_path=str(data.get("content_path", "")),
             category=str(data.get("category", "")),
@@ -152,6 +167,7 @@ class QbtClient:
         backoff: float = 0.5,
         add_confirm_timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
+        path_map: PathMap | None = None,
     ) -> None:
         #: Where, for messages: never with a password or query values.
         self.url = redact_url(url)
@@ -162,6 +178,9 @@ class QbtClient:
         self._add_confirm_timeout = add_confirm_timeout
         self._sleep = sleep
         self._logged_in = False
+        #: Every path read from qBittorrent goes through it (save paths sent are qBittorrent's
+        #: already: see ``App.acquire_request``).
+        self.path_map = path_map or PathMap()
         import qbittorrentapi  # imported on use: it costs every command-line start ~0.1 s
 
         self._api = qbittorrentapi.Client(
@@ -270,16 +289,35 @@ class QbtClient:
         info_hash = info_hash.lower()
         found = self._call("find torrent", self._api.torrents_info, torrent_hashes=info_hash)
         if found:
-            return TorrentInfo.from_api(found[0])
+            return self._torrent(found[0])
         # a hybrid (v1+v2) torrent's API hash is its truncated v2 hash
         for data in self._call("list torrents", self._api.torrents_info):
             if str(data.get("infohash_v1", "")).lower() == info_hash:
-                return TorrentInfo.from_api(data)
+                return self._torrent(data)
         return None
+
+    def _torrent(self, data: Mapping[str, Any]) -> TorrentInfo:
+        """A torrent as qBittorrent describes it, with its paths as umt sees them."""
+        info = TorrentInfo.from_api(data)
+        if not self.path_map:
+            return info
+        return replace(info, save_path=self.path_map.to_local(info.save_path),
+                       content_path=self.path_map.to_local(info.content_path))
+
+    def save_paths(self) -> dict[str, str]:
+        """qBittorrent's default save path ("") and each category's, as qBittorrent sees them
+        (categories without a save path of their own are left out)."""
+        paths = {"": str(self.preferences().get("save_path") or "")}
+        categories = self._call("list categories", self._api.torrents_categories)
+        for name, category in dict(categories).items():
+            path = str(category.get("savePath") or "") if isinstance(category, Mapping) else ""
+            if path:
+                paths[str(name)] = path
+        return paths
 
     def find_by_tag(self, tag: str) -> list[TorrentInfo]:
         found = self._call("find torrents by tag", self._api.torrents_info, tag=tag)
-        return [TorrentInfo.from_api(data) for data in found]
+        return [self._torrent(data) for data in found]
 
     def add(
         self,

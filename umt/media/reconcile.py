@@ -2,7 +2,9 @@
 
 A finished torrent whose run still waits gets its done signal (targeted at the run, with an
 idempotency key per wait, so overlapping passes and the finish hook cannot double anything).
-A missing, errored or still-downloading torrent is shown on the run's status line.
+A torrent removed outside umt or in an error state wakes its run the same way: the run's
+confirm step finds the problem and fails the run with it as the reason. A still-downloading
+torrent is shown on the run's status line.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from umt.engine import Engine, RunFinished
+from umt.engine import Engine, RunFinished, WaitingRun
+from umt.media.downloads import REMOVED_OUTSIDE_UMT
 from umt.media.qbittorrent import QbtClient
 from umt.media.request import DONE_SIGNAL_PREFIX
 
@@ -31,26 +34,37 @@ def reconcile(engine: Engine, qbt: QbtClient) -> ReconcileReport:
         info_hash = waiting.signal_name[len(DONE_SIGNAL_PREFIX):]
         torrent = qbt.find(info_hash)
         if torrent is None:
-            _annotate(engine, waiting.run_id, "torrent not found in qBittorrent")
+            # The run's confirm step finds it gone and fails the run with this reason.
+            _annotate(engine, waiting.run_id, REMOVED_OUTSIDE_UMT)
+            _wake(engine, waiting, info_hash, REMOVED_OUTSIDE_UMT)
             report.missing.append(waiting.run_id)
         elif torrent.is_complete:
-            try:
-                engine.signal(
-                    waiting.signal_name, {"info_hash": info_hash, "source": "reconcile"},
-                    run_id=waiting.run_id,
-                    idempotency_key=f"reconcile:{waiting.run_id}:{waiting.position}",
-                )
-            except RunFinished:
-                continue  # canceled between the listing and now
-            report.signaled.append(waiting.run_id)
-        elif torrent.is_errored:
-            _annotate(engine, waiting.run_id, f"qBittorrent reports {torrent.state}")
+            if _wake(engine, waiting, info_hash):
+                report.signaled.append(waiting.run_id)
+        elif torrent.problem is not None:
+            _annotate(engine, waiting.run_id, torrent.problem)
+            _wake(engine, waiting, info_hash, torrent.problem)
             report.errored.append(waiting.run_id)
         else:
             _annotate(engine, waiting.run_id,
                       f"downloading {torrent.progress:.0%} ({torrent.state})")
             report.downloading.append(waiting.run_id)
     return report
+
+
+def _wake(engine: Engine, waiting: WaitingRun, info_hash: str, problem: str | None = None,
+          ) -> bool:
+    """Delivers the done signal to this wait of this run (once per wait, whoever sends it):
+    the run's confirm step then asks qBittorrent itself."""
+    data = {"info_hash": info_hash, "source": "reconcile"}
+    if problem is not None:
+        data["problem"] = problem
+    try:
+        engine.signal(waiting.signal_name, data, run_id=waiting.run_id,
+                      idempotency_key=f"reconcile:{waiting.run_id}:{waiting.position}")
+    except RunFinished:
+        return False  # canceled between the listing and now
+    return True
 
 
 def _annotate(engine: Engine, run_id: str, detail: str) -> None:

@@ -25,12 +25,15 @@ class AcquireRequest(BaseModel):
     retention_seconds: float
     download_timeout_seconds: float
     category: str
+    #: Where qBittorrent saves the download, as qBittorrent sees it (mapped when the run starts).
     save_path: str | None
     library_dir: str
     import_mode: ImportMode
     naming_template: str
     all_files: bool
     verify: VerifyMode
+    #: A wait with no progress for this long fails the run (None: no limit but the timeout).
+    stall_timeout_seconds: float | None = None
     #: Whether ``title`` was chosen by the user (``--name``) rather than taken from the torrent.
     title_given: bool = False
 
@@ -51,6 +54,12 @@ class AcquireRequest(BaseModel):
     @property
     def download_timeout(self) -> timedelta:
         return timedelta(seconds=self.download_timeout_seconds)
+
+    @property
+    def stall_timeout(self) -> timedelta | None:
+        if self.stall_timeout_seconds is None:
+            return None
+        return timedelta(seconds=self.stall_timeout_seconds)
 
     @property
     def done_signal(self) -> str:

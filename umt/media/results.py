@@ -22,6 +22,13 @@ class Confirmation(_Result):
     progress: float | None
 
 
+class Progress(_Result):
+    completed: int
+    progress: float
+    state: str
+    complete: bool = False
+
+
 class ImportedFile(_Result):
     source: str
     path: str

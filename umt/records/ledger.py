@@ -92,6 +92,13 @@ def entries_of_run(database: Database, run_id: str) -> list[LedgerEntry]:
         return [LedgerEntry.from_row(row) for row in session.execute(query, {"run_id": run_id})]
 
 
+def runs_of_operation(database: Database, operation: str) -> list[str]:
+    """The runs that recorded ``operation`` (e.g. the add of one torrent), oldest first."""
+    query = database.query_set(PACKAGE)["runs_of_operation"]
+    with database.autocommit() as session:
+        return [str(row["run_id"]) for row in session.execute(query, {"operation": operation})]
+
+
 def entries_of_this_run(step: StepContext) -> list[LedgerEntry]:
     query = step.query_set(PACKAGE)["ledger_entries_of_run"]
     with step.reader() as session:

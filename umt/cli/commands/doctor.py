@@ -15,6 +15,7 @@ from rich.text import Text
 from umt.cli.application import Application, cli_environment, get_app
 from umt.cli.errors import EXIT_FAILED
 from umt.cli.params import JsonOption
+from umt.textsafe import printable
 
 if TYPE_CHECKING:
     from umt.config import Settings
@@ -73,6 +74,7 @@ def run_checks(app: Application) -> list[Check]:
     qbt, qbt_check = _qbittorrent_check(app)
     checks.append(qbt_check)
     checks.append(_hook_check(app, qbt))
+    checks.append(_paths_check(settings, qbt))
     checks.append(_library_check(settings))
     checks.append(_hardlink_check(settings, qbt))
     return checks
@@ -122,7 +124,8 @@ def _qbittorrent_check(app: Application) -> tuple[QbtClient | None, Check]:
     url = redact_url(section.url)
     # One try: doctor reports an unreachable qBittorrent itself, at once.
     qbt = QbtClient(section.url, section.username, section.password or "",
-                    timeout=section.timeout.total_seconds(), attempts=1)
+                    timeout=section.timeout.total_seconds(), attempts=1,
+                    path_map=app.app.path_map())
     try:
         version = qbt.version()
     except QbtAuthFailed as exc:
@@ -139,7 +142,7 @@ def _qbittorrent_check(app: Application) -> tuple[QbtClient | None, Check]:
 
 
 def _hook_check(app: Application, qbt: QbtClient | None) -> Check:
-    from umt.cli.hookprogram import plan_hook
+    from umt.cli.hookprogram import plan_hook, read_program_line
     from umt.media.qbittorrent import QbtAdapterError
 
     if qbt is None:
@@ -152,12 +155,12 @@ def _hook_check(app: Application, qbt: QbtClient | None) -> Check:
     if plan.problems:
         return Check("finish hook", "fail", "; ".join(plan.problems),
                      "fix the configuration, then run 'umt qbittorrent install-hook'")
-    if current != plan.program:
+    if read_program_line(current).umt_part != plan.program:
         shown = current or "no finish program"
         return Check("finish hook", "fail", f"qBittorrent runs: {shown}",
                      "run 'umt qbittorrent install-hook' (until then 'umt resume' from cron "
                      "notices finished downloads)")
-    return Check("finish hook", "ok", plan.program)
+    return Check("finish hook", "ok", current or plan.program)
 
 
 def _library_check(settings: Settings) -> Check:
@@ -217,7 +220,38 @@ def _download_dir(settings: Settings, qbt: QbtClient | None) -> Path | None:
         save_path = qbt.preferences().get("save_path")
     except QbtAdapterError:
         return None
-    return Path(save_path) if save_path else None
+    return Path(qbt.path_map.to_local(save_path)) if save_path else None
+
+
+def _paths_check(settings: Settings, qbt: QbtClient | None) -> Check:
+    """qBittorrent's default save path and each category's must exist here once mapped (as
+    Radarr's "remote path mapping" health check): otherwise umt cannot read what it downloads."""
+    from umt.media.qbittorrent import QbtAdapterError
+
+    if qbt is None:
+        return Check("paths", "skip", "qBittorrent is not reachable")
+    try:
+        save_paths = qbt.save_paths()
+    except QbtAdapterError as exc:
+        return Check("paths", "fail", str(exc), "check qBittorrent")
+    missing = {name: remote for name, remote in save_paths.items()
+               if remote and not Path(qbt.path_map.to_local(remote)).is_dir()}
+    seen = ", ".join(f"{remote} -> {qbt.path_map.to_local(remote)}"
+                     if qbt.path_map.to_local(remote) != remote else remote
+                     for remote in sorted(set(save_paths.values())) if remote)
+    if not missing:
+        return Check("paths", "ok", f"qBittorrent's save paths are visible here: {seen}")
+    where = "; ".join(f"{'default' if not name else f'category {name!r}'}: "
+                      f"{printable(remote)} (here: {printable(qbt.path_map.to_local(remote))})"
+                      for name, remote in sorted(missing.items()))
+    remote = sorted(missing.values(), key=len)[0]
+    local = settings.qbittorrent.download_dir or "/where/this/machine/sees/it"
+    return Check(
+        "paths", "fail", f"qBittorrent saves where umt cannot see: {where}",
+        f"add to the config file: [[qbittorrent.path_map]] remote = \"{remote}\" "
+        f"local = \"{local}\" (or UMT_QBITTORRENT_PATH_MAP={remote}={local}), with local "
+        "the folder where this machine sees qBittorrent's downloads",
+    )
 
 
 def _print(app: Application, checks: list[Check]) -> None:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from umt.cli.application import get_app
+from umt.cli.application import Application, get_app
 from umt.cli.logs import set_level
 
 log = logging.getLogger("umt.cli.worker")
@@ -29,6 +29,9 @@ def worker(
     """Execute runs until stopped. On SIGTERM or SIGINT it stops claiming, lets the steps in
     flight finish (or hands them back after a grace period) and exits 0. Logs go to stderr.
 
+    Every qbittorrent.reconcile_interval (1 min) it also asks qBittorrent about the torrents
+    runs wait for, as 'umt resume' does: a finish the hook missed, a torrent removed or errored.
+
     Run one per machine under systemd; several may share a PostgreSQL database.
 
     Example: umt worker --concurrency 2
@@ -39,11 +42,37 @@ def worker(
     options = app.app.worker_options(concurrency)
     runner = engine.worker(app.app.registry(), options)
     stop = threading.Event()
+    interval = app.settings.qbittorrent.reconcile_interval
+    watcher = None
+    if interval is not None:
+        watcher = threading.Thread(
+            target=_reconcile_every, args=(app, interval.total_seconds(), stop),
+            name="umt-reconcile", daemon=True,
+        )
     with _stop_on_signals(stop):
         log.info("worker %s started on %s (concurrency %d); stop with SIGTERM or Ctrl-C",
                  runner.id, engine.database.describe(), options.concurrency)
+        if watcher is not None:
+            watcher.start()
         runner.run(stop)
+    if watcher is not None:
+        watcher.join(30)
     log.info("worker %s stopped", runner.id)
+
+
+def _reconcile_every(app: Application, seconds: float, stop: threading.Event) -> None:
+    """What 'umt resume' does for qBittorrent, every ``seconds`` while the worker runs: a
+    finish missed by the hook, a torrent removed or errored, wakes its run."""
+    from umt.engine import EngineError
+    from umt.media.qbittorrent import QbtAdapterError
+    from umt.media.reconcile import reconcile
+
+    qbt = app.app.qbittorrent()
+    while not stop.wait(seconds):
+        try:
+            reconcile(app.engine(), qbt)
+        except (QbtAdapterError, EngineError) as exc:
+            log.warning("reconciling with qBittorrent: %s; trying again in %.0fs", exc, seconds)
 
 
 @contextmanager

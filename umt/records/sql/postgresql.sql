@@ -9,6 +9,9 @@ VALUES (%(run_id)s::uuid, %(step)s, %(attempt)s, %(worker_id)s::uuid, %(lease_ep
 -- name: ledger_entries_of_run
 SELECT * FROM ledger WHERE run_id = %(run_id)s::uuid ORDER BY id;
 
+-- name: runs_of_operation
+SELECT run_id FROM ledger WHERE operation = %(operation)s GROUP BY run_id ORDER BY min(id);
+
 -- name: ledger_entries_of_operation
 SELECT * FROM ledger
 WHERE run_id = %(run_id)s::uuid AND operation = %(operation)s

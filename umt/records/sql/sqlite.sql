@@ -9,6 +9,9 @@ VALUES (:run_id, :step, :attempt, :worker_id, :lease_epoch,
 -- name: ledger_entries_of_run
 SELECT * FROM ledger WHERE run_id = :run_id ORDER BY id;
 
+-- name: runs_of_operation
+SELECT run_id FROM ledger WHERE operation = :operation GROUP BY run_id ORDER BY min(id);
+
 -- name: ledger_entries_of_operation
 SELECT * FROM ledger
 WHERE run_id = :run_id AND operation = :operation
