@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import qbittorrentapi
 import torf
 
 from tests.media.pipeline import Pipeline
@@ -229,7 +230,15 @@ def _hostile_torrent(tmp_path: Path, swarm: Swarm) -> Path:
     seed_root.mkdir()
     seeder = swarm.seeder.client()
     seeder.torrents_add(torrent_files=data, save_path=str(seed_root), is_paused=True)
-    wait_until(lambda: bool(seeder.torrents_files(torrent_hash=info_hash)), timeout=30,
+
+    def listed() -> bool:
+        # qBittorrent adds asynchronously: until it has, the torrent is unknown (HTTP 404).
+        try:
+            return bool(seeder.torrents_files(torrent_hash=info_hash))
+        except qbittorrentapi.NotFound404Error:
+            return False
+
+    wait_until(listed, timeout=30,
                what="the seeder to list the hostile torrent's files")
     [entry] = seeder.torrents_files(torrent_hash=info_hash)
     placed = (seed_root / entry.name).resolve()
