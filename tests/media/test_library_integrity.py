@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -62,14 +61,6 @@ def disc(swarm: Swarm, base: Path) -> tuple[SeededTorrent, dict[str, str]]:
     return swarm.seed(folder), digests
 
 
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[QbtInstance]:
-    instance = QbtInstance.create(tmp_path / "client", local_host_auth=True)
-    instance.start()
-    yield instance
-    instance.destroy()
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -90,10 +81,10 @@ def _torrent_file(tmp_path: Path, seeded: SeededTorrent, name: str) -> str:
 
 
 def test_two_runs_for_one_library_path_one_wins_and_the_other_keeps_its_download(
-    tmp_path: Path, client: QbtInstance, database_url: str,
+    tmp_path: Path, fresh_client: QbtInstance, database_url: str,
     twins: list[tuple[SeededTorrent, str]],
 ) -> None:
-    pipeline = _pipeline(tmp_path, client, database_url)
+    pipeline = _pipeline(tmp_path, fresh_client, database_url)
     try:
         (first, first_digest), (second, _) = twins
         winner = pipeline.start(_torrent_file(tmp_path, first, "1.torrent"), title="Film")
@@ -120,10 +111,10 @@ def test_two_runs_for_one_library_path_one_wins_and_the_other_keeps_its_download
 
 
 def test_a_multi_file_import_keeps_the_torrents_layout(
-    tmp_path: Path, client: QbtInstance, database_url: str,
+    tmp_path: Path, fresh_client: QbtInstance, database_url: str,
     disc: tuple[SeededTorrent, dict[str, str]],
 ) -> None:
-    pipeline = _pipeline(tmp_path, client, database_url, all_files=True)
+    pipeline = _pipeline(tmp_path, fresh_client, database_url, all_files=True)
     try:
         seeded, digests = disc
         run_id = pipeline.start(_torrent_file(tmp_path, seeded, "disc.torrent"), title="Film")
@@ -159,10 +150,10 @@ def test_two_files_of_one_run_mapping_to_one_path_are_refused_before_any_copy(
 
 
 def test_cancel_during_retention_stops_seeding_and_keeps_the_library_file(
-    tmp_path: Path, client: QbtInstance, database_url: str,
+    tmp_path: Path, fresh_client: QbtInstance, database_url: str,
     twins: list[tuple[SeededTorrent, str]],
 ) -> None:
-    pipeline = _pipeline(tmp_path, client, database_url)
+    pipeline = _pipeline(tmp_path, fresh_client, database_url)
     try:
         seeded, digest = twins[0]
         run_id = pipeline.start(_torrent_file(tmp_path, seeded, "1.torrent"),
@@ -185,13 +176,13 @@ def test_cancel_during_retention_stops_seeding_and_keeps_the_library_file(
 
 
 def test_a_cancel_before_the_copys_result_is_committed_ends_like_one_after_it(
-    tmp_path: Path, client: QbtInstance, database_url: str,
+    tmp_path: Path, fresh_client: QbtInstance, database_url: str,
     twins: list[tuple[SeededTorrent, str]], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """copy-file finished, its result not yet committed (it commits with the next step's
     start), and the run is canceled: compensation decides from the ledger, so the library
     file stays, is catalogued, and the torrent goes, exactly as after a later cancel."""
-    pipeline = _pipeline(tmp_path, client, database_url)
+    pipeline = _pipeline(tmp_path, fresh_client, database_url)
     real_import = library.import_download
 
     def import_then_cancel(step: Any, request: Any, qbt: Any) -> Any:
@@ -219,12 +210,12 @@ def test_a_cancel_before_the_copys_result_is_committed_ends_like_one_after_it(
 
 
 def test_every_spelling_of_one_torrent_is_one_run(
-    tmp_path: Path, client: QbtInstance, database_url: str,
+    tmp_path: Path, fresh_client: QbtInstance, database_url: str,
     twins: list[tuple[SeededTorrent, str]],
 ) -> None:
     from umt.engine import IdempotencyConflict
 
-    pipeline = Pipeline(tmp_path / "umt", client, database_url)
+    pipeline = Pipeline(tmp_path / "umt", fresh_client, database_url)
     try:
         seeded, _ = twins[0]
         hex_hash = seeded.info_hash
