@@ -40,6 +40,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import torf
 
+from spikes.loopback import LoopbackServer
+
 APP_VERSION = "v4.5.2"
 WEB_API_VERSION = "2.8.19"
 PREFIX = "/api/v2/"
@@ -108,7 +110,7 @@ class _Fault:
 
 
 @dataclass
-class FakeQbittorrent:
+class FakeQbittorrent(LoopbackServer):
     root: Path
     username: str = "umt"
     password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
@@ -128,13 +130,8 @@ class FakeQbittorrent:
         self._sessions: set[str] = set()
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> FakeQbittorrent:
         fake = self
@@ -142,19 +139,8 @@ class FakeQbittorrent:
         class Handler(_Handler):
             server_fake = fake
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="fake-qbittorrent", daemon=True)
-        self._thread.start()
+        self._serve(Handler, "fake-qbittorrent")
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
     # ------------------------------------------------------------------ control (the spikes)
 

@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from spikes.loopback import LoopbackServer
+
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer",
                         "upgrade", "proxy-authorization", "proxy-authenticate"})
 
@@ -40,7 +42,7 @@ class Forwarded:
 
 
 @dataclass
-class DroppingProxy:
+class DroppingProxy(LoopbackServer):
     target: str
     port: int = 0
     log: list[Forwarded] = field(default_factory=list)
@@ -52,10 +54,6 @@ class DroppingProxy:
         self._drops: dict[str, int] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def drop_after(self, path: str, times: int = 1) -> None:
         with self._lock:
@@ -70,18 +68,8 @@ class DroppingProxy:
         class Handler(_Handler):
             owner = proxy
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        threading.Thread(target=self._server.serve_forever, name="dropping-proxy",
-                         daemon=True).start()
+        self._serve(Handler, "dropping-proxy")
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
     def _take_drop(self, path: str) -> bool:
         with self._lock:
