@@ -49,11 +49,9 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
 ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 
--- name: runs_page
--- Newest first, keyset-paginated: the page after (before_created_at, before_id), never an
--- OFFSET. pattern: a LIKE pattern matched against the title and the info-hash of the input.
-SELECT * FROM runs
-WHERE (%(pattern)s::text IS NULL
+-- name: newest_runs
+-- Not run alone: the search, the keyset and the order of runs_page and runs_page_of_status.
+(%(pattern)s::text IS NULL
        OR input->>'title' ILIKE %(pattern)s::text
        OR input->>'info_hash' ILIKE %(pattern)s::text)
   AND (%(before_created_at)s::timestamptz IS NULL
@@ -61,17 +59,14 @@ WHERE (%(pattern)s::text IS NULL
 ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s;
 
+-- name: runs_page
+-- Newest first, keyset-paginated: the page after (before_created_at, before_id), never an
+-- OFFSET. pattern: a LIKE pattern matched against the title and the info-hash of the input.
+SELECT * FROM runs WHERE {newest_runs};
+
 -- name: runs_page_of_status
 -- runs_page for one status, written so that the plan can use runs_by_status.
-SELECT * FROM runs
-WHERE status = %(status)s::text
-  AND (%(pattern)s::text IS NULL
-       OR input->>'title' ILIKE %(pattern)s::text
-       OR input->>'info_hash' ILIKE %(pattern)s::text)
-  AND (%(before_created_at)s::timestamptz IS NULL
-       OR (created_at, id) < (%(before_created_at)s::timestamptz, %(before_id)s::uuid))
-ORDER BY created_at DESC, id DESC
-LIMIT %(limit)s;
+SELECT * FROM runs WHERE status = %(status)s::text AND {newest_runs};
 
 -- name: count_runs_by_status
 SELECT status, count(*) AS runs FROM runs GROUP BY status ORDER BY status;

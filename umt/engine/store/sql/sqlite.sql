@@ -37,28 +37,24 @@ WHERE (:status IS NULL OR status = :status)
 ORDER BY created_at DESC, id
 LIMIT :limit;
 
--- name: runs_page
--- Newest first, keyset-paginated: the page after (before_created_at, before_id), never an
--- OFFSET. pattern: a LIKE pattern matched against the title and the info-hash of the input.
-SELECT * FROM runs
-WHERE (:pattern IS NULL
+-- name: newest_runs
+-- Not run alone: the search, the keyset and the order of runs_page and runs_page_of_status.
+(:pattern IS NULL
        OR json_extract(input, '$.title') LIKE :pattern ESCAPE '\'
        OR json_extract(input, '$.info_hash') LIKE :pattern ESCAPE '\')
   AND (:before_created_at IS NULL OR (created_at, id) < (:before_created_at, :before_id))
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
+-- name: runs_page
+-- Newest first, keyset-paginated: the page after (before_created_at, before_id), never an
+-- OFFSET. pattern: a LIKE pattern matched against the title and the info-hash of the input.
+SELECT * FROM runs WHERE {newest_runs};
+
 -- name: runs_page_of_status
 -- runs_page for one status, written so that the plan can use runs_by_status (SQLite plans
 -- once for any parameters: "(:status IS NULL OR ...)" would never use it).
-SELECT * FROM runs
-WHERE status = :status
-  AND (:pattern IS NULL
-       OR json_extract(input, '$.title') LIKE :pattern ESCAPE '\'
-       OR json_extract(input, '$.info_hash') LIKE :pattern ESCAPE '\')
-  AND (:before_created_at IS NULL OR (created_at, id) < (:before_created_at, :before_id))
-ORDER BY created_at DESC, id DESC
-LIMIT :limit;
+SELECT * FROM runs WHERE status = :status AND {newest_runs};
 
 -- name: count_runs_by_status
 SELECT status, count(*) AS runs FROM runs GROUP BY status ORDER BY status;
