@@ -264,14 +264,7 @@ ORDER BY started_at, id;
 -- these workflows becomes due (its claim will notify nobody either).
 SELECT pg_current_snapshot()::text AS marker,
        EXISTS (SELECT 1 FROM attempts WHERE status = 'running') AS busy,
-       (SELECT min(d.due_at)
-        FROM unnest(%(workflow_keys)s::text[]) AS k(workflow_key)
-        CROSS JOIN LATERAL (
-            SELECT due_at FROM runs
-            WHERE workflow_key = k.workflow_key AND due_at IS NOT NULL
-            ORDER BY due_at
-            LIMIT 1
-        ) AS d) AS next_due;
+       ({next_due}) AS next_due;
 
 -- name: mark_workers_dead
 UPDATE workers SET stopped_at = %(now)s
