@@ -6,7 +6,9 @@ hold no test-only branch.
 process the spikes start; ``spikes.umt_cli`` (the entry point they all go through while it is
 set) calls :func:`install` before umt is imported any further, and each breakage replaces one
 seam by monkeypatching. ``seam`` names what is replaced; a function imported by name elsewhere
-in umt is replaced there too.
+in umt is replaced there too. A breakage marked ``in_spikes`` is also installed in the
+``python -m spikes`` process itself, for a guarantee a scenario exercises there through umt's
+engine API (h starts runs inside the application's own transaction).
 """
 
 from __future__ import annotations
