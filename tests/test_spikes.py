@@ -46,7 +46,7 @@ BROKEN: dict[str, list[tuple[str, str]]] = {
     "double-claim": [("i", "60 step bodies started: none ran twice")],
     "apart-step-writes": [("h", "the refused commit left nothing")],
     "unjoined-start": [("h", "start joins the caller's transaction")],
-    "outage-fatal": [("pg-sleep", "the worker did not exit")],
+    "outage-fatal": [("pg-sleep", "the worker did not exit"), ("pg-500", "no worker exited")],
     "busy-poll": [("sleepers-10k", "idle polling stays cheap")],
     "lost-add": [("qbt-drop", "the run knows it added the torrent"),
                  ("qbt-drop-real", "the run still knows the torrent is its own")],
