@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from spikes.breakages import BREAK_ENV, BREAKAGES
+from spikes.breakages import BREAK_ENV, BREAKAGES, install_in_spikes
 from spikes.breakages import parse as parse_breakages
 from spikes.harness import POSTGRESQL, SQLITE, Case, Spikes
 from spikes.report import Report, Section
@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     parse_breakages(os.environ.get(BREAK_ENV, ""))  # a misspelt name stops here, not later
+    install_in_spikes(os.environ.get(BREAK_ENV, ""))
     known = register_all()
     scenarios = _select(known, args.only)
     if args.list:
@@ -147,7 +148,8 @@ def _header(pg_version: str | None, args: argparse.Namespace,
     if os.environ.get(BREAK_ENV):
         lines.append(f"- **broken build**: {BREAK_ENV}={os.environ[BREAK_ENV]} in every umt "
                      "process (the scenarios that depend on it must FAIL; spikes/breakages.py):")
-        lines += [f"  - `{name}`: {BREAKAGES[name].breaks} (patched: {BREAKAGES[name].seam})"
+        lines += [f"  - `{name}`: {BREAKAGES[name].breaks} (patched: {BREAKAGES[name].seam}"
+                  + ("; in this process too" if BREAKAGES[name].in_spikes else "") + ")"
                   for name in parse_breakages(os.environ[BREAK_ENV])]
     return lines
 

@@ -6,7 +6,9 @@ hold no test-only branch.
 process the spikes start; ``spikes.umt_cli`` (the entry point they all go through while it is
 set) calls :func:`install` before umt is imported any further, and each breakage replaces one
 seam by monkeypatching. ``seam`` names what is replaced; a function imported by name elsewhere
-in umt is replaced there too.
+in umt is replaced there too. A breakage marked ``in_spikes`` is also installed in the
+``python -m spikes`` process itself, for a guarantee a scenario exercises there through umt's
+engine API (h starts runs inside the application's own transaction).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ class Breakage:
     #: What is monkeypatched.
     seam: str
     install: Callable[[], None]
+    #: Also installed in the ``python -m spikes`` process itself: the guarantee is one that a
+    #: scenario exercises there, through umt's engine API (``install_in_spikes``).
+    in_spikes: bool = False
 
 
 BREAKAGES: dict[str, Breakage] = {}
@@ -40,9 +45,10 @@ BREAKAGES: dict[str, Breakage] = {}
 Installer = Callable[[], None]
 
 
-def breakage(name: str, breaks: str, seam: str) -> Callable[[Installer], Installer]:
+def breakage(name: str, breaks: str, seam: str,
+             *, in_spikes: bool = False) -> Callable[[Installer], Installer]:
     def register(install: Callable[[], None]) -> Callable[[], None]:
-        BREAKAGES[name] = Breakage(name, breaks, seam, install)
+        BREAKAGES[name] = Breakage(name, breaks, seam, install, in_spikes)
         return install
 
     return register
@@ -60,6 +66,14 @@ def parse(spec: str) -> list[str]:
 def install(spec: str) -> list[str]:
     """Installs the breakages named in ``spec`` (comma separated) in this process."""
     names = parse(spec)
+    for name in names:
+        BREAKAGES[name].install()
+    return names
+
+
+def install_in_spikes(spec: str) -> list[str]:
+    """Installs, in the ``python -m spikes`` process, those of ``spec`` marked ``in_spikes``."""
+    names = [name for name in parse(spec) if BREAKAGES[name].in_spikes]
     for name in names:
         BREAKAGES[name].install()
     return names
@@ -305,3 +319,131 @@ def _discard_finished() -> None:
           "its destination is never taken", "umt.records.claims.claim: does nothing")
 def _path_claims() -> None:
     _replace_function("umt.records.claims", "claim", lambda original: lambda *args: None)
+
+
+@breakage("double-claim", "two workers may claim the same run: the claim ignores the lease "
+          "(and, on PostgreSQL, the row locks of other claims)",
+          "the named query claim_due, as loaded by QuerySet.from_text: `due_at <= now` "
+          "becomes `due_at IS NOT NULL` and `FOR UPDATE SKIP LOCKED` is dropped")
+def _double_claim() -> None:
+    from umt.engine.store.queries import QuerySet
+
+    due_now = {  # the lease condition of claim_due, per dialect, and what replaces it
+        "AND due_at <= %(now)s\nORDER BY due_at\nLIMIT %(limit)s\nFOR UPDATE SKIP LOCKED":
+            "AND due_at IS NOT NULL\nORDER BY due_at\nLIMIT %(limit)s",
+        "AND due_at <= :now\nORDER BY due_at\nLIMIT :limit":
+            "AND due_at IS NOT NULL\nORDER BY due_at\nLIMIT :limit",
+    }
+    original = QuerySet.from_text.__func__  # type: ignore[attr-defined]
+
+    def from_text(cls: type[QuerySet], text: str, origin: str) -> QuerySet:
+        if "-- name: claim_due" in text:
+            found = [old for old in due_now if text.count(old) == 1]
+            if len(found) != 1:
+                raise SystemExit(f"{BREAK_ENV}=double-claim: claim_due changed in {origin}")
+            text = text.replace(found[0], due_now[found[0]])
+        return original(cls, text, origin)  # type: ignore[no-any-return]
+
+    QuerySet.from_text = classmethod(from_text)  # type: ignore[method-assign,assignment]
+
+
+@breakage("apart-step-writes", "a step's business statements commit apart from its result "
+          "(after it, in a transaction of their own)",
+          "the engine store's complete_step: the result alone, then the statements")
+def _apart_step_writes() -> None:
+    def make(original: Any) -> Any:
+        def complete_step(self: Any, fence: Any, position: int, attempt_id: int, result: Any,
+                          statements: Any = ()) -> None:
+            original(self, fence, position, attempt_id, result)
+            if statements:
+                with self.database.transaction() as session:
+                    for statement in statements:
+                        session.execute(statement.query, statement.params)
+
+        return complete_step
+
+    _replace_method("umt.engine.store", "complete_step", make)
+
+
+@breakage("unjoined-start", "Engine.start given the caller's session commits on its own: the "
+          "run exists even if the caller's transaction rolls back",
+          "umt.engine.Engine.joined: a transaction of the engine's own, not the caller's",
+          in_spikes=True)
+def _unjoined_start() -> None:
+    from collections.abc import Iterator
+
+    from umt.engine.engine import Engine
+
+    @contextlib.contextmanager
+    def joined(self: Engine, connection: Any) -> Iterator[Any]:
+        with self.database.transaction() as session:
+            yield session
+
+    Engine.joined = joined  # type: ignore[method-assign]
+
+
+@breakage("outage-fatal", "a worker does not ride out a database outage: it exits when the "
+          "database goes away", "umt.engine.store.postgres.PostgresListener._listen and "
+          "umt.engine.worker.Worker._claim_free_slots: a lost database ends the process")
+def _outage_fatal() -> None:
+    import os
+
+    from umt.engine.errors import StoreUnavailable
+    from umt.engine.store.postgres import PostgresListener
+    from umt.engine.worker import Worker
+
+    listen = PostgresListener._listen
+    claim = Worker._claim_free_slots
+
+    def fatal(what: str, error: Exception) -> None:
+        print(f"{BREAK_ENV}=outage-fatal: {what}: {error}; exiting", file=sys.stderr, flush=True)
+        os._exit(75)
+
+    def _listen(self: Any, handler: Any) -> None:
+        try:
+            listen(self, handler)
+        except Exception as error:
+            fatal("the notification listener lost the database", error)
+
+    def _claim_free_slots(self: Worker) -> int:
+        try:
+            return claim(self)
+        except StoreUnavailable as error:
+            fatal("the claim found no database", error)
+            raise
+
+    PostgresListener._listen = _listen  # type: ignore[method-assign]
+    Worker._claim_free_slots = _claim_free_slots  # type: ignore[method-assign]
+
+
+@breakage("busy-poll", "an idle worker ignores its poll interval: it asks the database for "
+          "due runs every 50 ms", "umt.engine.worker.Worker._idle_timeout: 0.05 s")
+def _busy_poll() -> None:
+    from umt.engine.worker import Worker
+
+    Worker._idle_timeout = lambda self, claimed: 0.05  # type: ignore[method-assign]
+
+
+# ---------------------------------------------------------------------- qBittorrent
+
+
+@breakage("lost-add", "a run forgets it added its torrent when the add's answer is lost: the "
+          "adapter takes qBittorrent's 'Fails.' to the repeated add (the torrent is there: the "
+          "first add did happen) for an error, the step's attempt fails, and the next attempt "
+          "decides afresh whether the torrent was there before",
+          "umt.media.qbittorrent.QbtClient._call: `add torrent` answered 'Fails.' raises "
+          "QbtError; umt.media.downloads._first_add_intent: always None")
+def _lost_add() -> None:
+    from umt.media.qbittorrent import QbtClient, QbtError
+
+    call = QbtClient._call
+
+    def _call(self: QbtClient, what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        answer = call(self, what, fn, *args, **kwargs)
+        if what == "add torrent" and str(answer).strip() == "Fails.":
+            raise QbtError(f"qBittorrent at {self.url} refused the torrent ('Fails.')")
+        return answer
+
+    QbtClient._call = _call  # type: ignore[method-assign]
+    _replace_function("umt.media.downloads", "_first_add_intent",
+                      lambda original: lambda *args, **kwargs: None)
