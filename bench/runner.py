@@ -98,9 +98,11 @@ def prepare_dbos_venv() -> Path:
     if stamp.exists() and stamp.read_text() == DBOS_REQUIREMENT:
         return DBOS_VENV
     log(f"creating bench/.dbos-venv with {DBOS_REQUIREMENT}")
-    subprocess.run([str(PYTHON), "-m", "venv", "--clear", str(DBOS_VENV)], check=True)
+    # Without bench/run's PYTHONPATH: pip would take the work tree's umt for an installed one.
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    subprocess.run([str(PYTHON), "-m", "venv", "--clear", str(DBOS_VENV)], check=True, env=env)
     subprocess.run([str(DBOS_PYTHON), "-m", "pip", "install", "--quiet", DBOS_REQUIREMENT],
-                   check=True, stdout=sys.stderr)
+                   check=True, stdout=sys.stderr, env=env)
     stamp.write_text(DBOS_REQUIREMENT)
     return DBOS_VENV
 
