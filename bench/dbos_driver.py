@@ -13,13 +13,10 @@ waits on that signal, with the signal name as the topic. The measurement queries
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +26,7 @@ from dbos._serialization import DefaultSerializer, deserialize_value
 from psycopg.rows import dict_row
 
 from bench.dbos_workflows import APP_NAME, QUEUE_OF, WORKFLOW_NAMES, now_ms
+from bench.jsonlines import WaitingDriver, serve
 
 FINAL = {"SUCCESS": "completed", "ERROR": "failed", "CANCELLED": "canceled",
          "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed"}
@@ -48,7 +46,9 @@ def _load_queries() -> Any:
 QUERIES = _load_queries()
 
 
-class Driver:
+class Driver(WaitingDriver):
+    final = FINAL
+
     def __init__(self, url: str) -> None:
         dbos_cli = Path(sys.executable).parent / "dbos"
         subprocess.run([str(dbos_cli), "migrate", "--sys-db-url", url], check=True,
@@ -126,32 +126,6 @@ class Driver:
         ms = (time.perf_counter() - began) * 1000
         return {"tSend": t_send, "ms": ms, "delivered": 0 if destination is None else 1}
 
-    def op_wait_completed(self, req: dict[str, Any]) -> dict[str, Any]:
-        ids = req["ids"]
-        deadline = time.monotonic() + req.get("timeoutMs", 600_000) / 1000
-        poll = req.get("pollMs", 50) / 1000
-        while True:
-            rows = self.sql("runs_state", ids=ids)
-            if len(rows) == len(ids) and all(row["status"] in FINAL for row in rows):
-                return {"runs": [self._run_json(row) for row in rows]}
-            if time.monotonic() > deadline:
-                pending = sum(row["status"] not in FINAL for row in rows)
-                raise TimeoutError(f"wait_completed timeout: {pending} not terminal")
-            time.sleep(poll)
-
-    def op_wait_parked(self, req: dict[str, Any]) -> dict[str, Any]:
-        ids = req["ids"]
-        began = time.monotonic()
-        deadline = began + req.get("timeoutMs", 600_000) / 1000
-        poll = req.get("pollMs", 100) / 1000
-        while True:
-            parked = self.sql("count_parked", ids=ids)[0]["parked"]
-            if parked == len(ids):
-                return {"parked": parked, "ms": round((time.monotonic() - began) * 1000)}
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"wait_parked timeout: {parked}/{len(ids)}")
-            time.sleep(poll)
-
     def op_stats(self, _req: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.sql("stats")[0]
         return result
@@ -164,47 +138,12 @@ class Driver:
         self.conn.close()
         self.client.destroy()
 
-    def _run_json(self, row: dict[str, Any]) -> dict[str, Any]:
-        output = deserialize_value(row["output"], row["serialization"], self.serializer)
-        return {
-            "id": row["id"],
-            "status": FINAL.get(row["status"], row["status"]),
-            "createdMs": row["created_ms"],
-            "finishedMs": row["finished_ms"],
-            "output": output,
-        }
-
-
-def _reply(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+    def output(self, row: dict[str, Any]) -> Any:
+        return deserialize_value(row["output"], row["serialization"], self.serializer)
 
 
 def main() -> int:
-    driver = Driver(os.environ["BENCH_DB_URL"])
-    _reply({"ready": True})
-    try:
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            try:
-                request = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            handler: Callable[[dict[str, Any]], dict[str, Any]] | None = getattr(
-                driver, f"op_{request.get('op')}", None
-            )
-            try:
-                if handler is None:
-                    raise ValueError(f"unknown op {request.get('op')}")
-                _reply({"id": request.get("id"), "ok": True, "result": handler(request)})
-            except Exception:
-                _reply({"id": request.get("id"), "ok": False, "error": traceback.format_exc()})
-            if driver.closing:
-                break
-    finally:
-        driver.close()
-    return 0
+    return serve(Driver(os.environ["BENCH_DB_URL"]))
 
 
 if __name__ == "__main__":
