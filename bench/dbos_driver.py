@@ -26,7 +26,7 @@ from dbos._serialization import DefaultSerializer, deserialize_value
 from psycopg.rows import dict_row
 
 from bench.dbos_workflows import APP_NAME, QUEUE_OF, WORKFLOW_NAMES, now_ms
-from bench.jsonlines import WaitingDriver, serve
+from bench.jsonlines import SqlDriver, serve
 
 FINAL = {"SUCCESS": "completed", "ERROR": "failed", "CANCELLED": "canceled",
          "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed"}
@@ -46,8 +46,9 @@ def _load_queries() -> Any:
 QUERIES = _load_queries()
 
 
-class Driver(WaitingDriver):
+class Driver(SqlDriver):
     final = FINAL
+    queries = QUERIES
 
     def __init__(self, url: str) -> None:
         dbos_cli = Path(sys.executable).parent / "dbos"
@@ -59,11 +60,6 @@ class Driver(WaitingDriver):
         self.conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
         #: signal name -> the workflow that waits for it (DBOS sends to a workflow, not a name)
         self.waiting_for: dict[str, str] = {}
-        self.closing = False
-
-    def sql(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        cursor = self.conn.execute(QUERIES[name].sql, params)
-        return cursor.fetchall() if cursor.description else []
 
     # ------------------------------------------------------------------ ops
 
@@ -125,14 +121,6 @@ class Driver(WaitingDriver):
             self.client.send(destination, req.get("data"), topic=name)
         ms = (time.perf_counter() - began) * 1000
         return {"tSend": t_send, "ms": ms, "delivered": 0 if destination is None else 1}
-
-    def op_stats(self, _req: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.sql("stats")[0]
-        return result
-
-    def op_close(self, _req: dict[str, Any]) -> dict[str, Any]:
-        self.closing = True
-        return {}
 
     def close(self) -> None:
         self.conn.close()

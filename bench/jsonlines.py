@@ -69,17 +69,30 @@ def wait_until(request: dict[str, Any], default_poll_ms: float,
         time.sleep(poll)
 
 
-class WaitingDriver:
-    """``wait_completed`` and ``wait_parked`` over a driver's named queries: ``runs_state`` (one
-    row per run: ``id``, ``status``, ``created_ms``, ``finished_ms``, ``output``) and
-    ``count_parked`` (one row: ``parked``)."""
+class SqlDriver:
+    """The ops every driver answers alike, from its named measurement queries (``queries``, run
+    on ``conn``, an autocommit psycopg connection with dict rows): ``wait_completed`` from
+    ``runs_state`` (one row per run: ``id``, ``status``, ``created_ms``, ``finished_ms``,
+    ``output``), ``wait_parked`` from ``count_parked`` (one row: ``parked``), ``stats`` from
+    ``stats``, and ``close``."""
 
     #: The engine's terminal statuses -> the protocol's (``completed`` on success).
     final: dict[str, str] = {}
+    queries: Any
+    conn: Any
     closing = False
 
     def sql(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        cursor = self.conn.execute(self.queries[name].sql, params)
+        rows: list[dict[str, Any]] = cursor.fetchall() if cursor.description else []
+        return rows
+
+    def op_stats(self, _req: dict[str, Any]) -> dict[str, Any]:
+        return self.sql("stats")[0]
+
+    def op_close(self, _req: dict[str, Any]) -> dict[str, Any]:
+        self.closing = True
+        return {}
 
     def output(self, row: dict[str, Any]) -> Any:
         """A run's output as stored in ``row`` (decoded, where the engine encodes it)."""

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from bench.jsonlines import WaitingDriver, serve
+from bench.jsonlines import SqlDriver, serve
 from bench.umt_workflows import WORKFLOWS, now_ms
 from umt.engine import Engine, open_database
 from umt.engine.store.queries import QuerySet
@@ -31,8 +31,9 @@ QUERIES = QuerySet.load("bench", "sql/driver.sql")
 FINAL = {"succeeded": "completed", "failed": "failed", "canceled": "canceled"}
 
 
-class Driver(WaitingDriver):
+class Driver(SqlDriver):
     final = FINAL
+    queries = QUERIES
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -41,11 +42,6 @@ class Driver(WaitingDriver):
         # The measurement connection: separate from the engine's pool, autocommit.
         self.conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
         self.keep = os.environ.get("UMT_BENCH_KEEP_WORKFLOW") or None
-        self.closing = False
-
-    def sql(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        cursor = self.conn.execute(QUERIES[name].sql, params)
-        return cursor.fetchall() if cursor.description else []
 
     # ------------------------------------------------------------------ ops
 
@@ -111,13 +107,6 @@ class Driver(WaitingDriver):
             "ms": ms,
             "delivered": len(result.delivered_to),
         }
-
-    def op_stats(self, _req: dict[str, Any]) -> dict[str, Any]:
-        return self.sql("stats")[0]
-
-    def op_close(self, _req: dict[str, Any]) -> dict[str, Any]:
-        self.closing = True
-        return {}
 
     def close(self) -> None:
         self.conn.close()
