@@ -7,7 +7,9 @@ Reads ``BENCH_DB_URL`` (the DBOS system database) and ``BENCH_CONCURRENCY`` (def
 ``dbos_workflows``, launches DBOS with its defaults otherwise (executor ``local``, 1 s queue
 poll, LISTEN/NOTIFY for messages), prints ``READY``, and on SIGTERM destroys DBOS and exits 0.
 A launch recovers the executor's PENDING workflows, so B5's idle worker takes over the 2,000
-sleeping runs its predecessors left (one thread each, as DBOS runs them).
+sleeping runs its predecessors left (one thread each, as DBOS runs them). DBOS does that in a
+background thread after ``launch()``; ``READY`` waits until every one of them runs again, so that
+B5's warm-up and window see an idle worker, not its start-up.
 
 Optional: ``DBOS_BENCH_POLL_S`` (the queues' polling interval; default DBOS's 1 s).
 """
@@ -18,9 +20,12 @@ import os
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 
 from dbos import DBOS, DBOSConfig
+from dbos._dbos import _get_dbos_instance
+from dbos._utils import GlobalParams
 
 from bench import dbos_workflows
 from bench.dbos_workflows import APP_NAME
@@ -38,6 +43,8 @@ def main() -> None:
     DBOS.register_queue(dbos_workflows.PARKING_QUEUE, polling_interval_sec=poll,
                         on_conflict="always_update")
 
+    _wait_for_startup_recovery()
+
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -53,6 +60,20 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _wait_for_startup_recovery(limit_s: float = 300) -> None:
+    pending = {status.workflow_id for status in DBOS.list_workflows(
+        status="PENDING", executor_id=GlobalParams.executor_id, load_input=False,
+        load_output=False)}
+    # No public API tells that the recovery is done: the set of workflows running in this
+    # process does (read only).
+    active = getattr(_get_dbos_instance(), "_active_workflows_set", None)
+    deadline = time.monotonic() + limit_s
+    while active is not None and pending and time.monotonic() < deadline:
+        if pending <= set(active.activeList()):
+            return
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
