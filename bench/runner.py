@@ -1,16 +1,17 @@
-"""``bench/run``: umt next to OpenWorkflow on peer-bench, in one run, on one throwaway cluster.
+"""``bench/run``: umt next to OpenWorkflow and DBOS on peer-bench, in one run, on one cluster.
 
-    bench/run [compare] [--quick] [--engines ow,umt] [--benches B1,B2] [--repeats N] [--keep]
+    bench/run [compare] [--quick] [--engines ow,dbos,umt] [--benches B1,B2] [--repeats N] [--keep]
     bench/run scale [--sizes 2000,100000]                      (see bench/scale.py)
     bench/run table RESULT_DIR                                 (reprint a table)
 
 ``compare`` copies ../shared/peer-bench (read-only) to ``bench/.peer-bench/``, runs ``npm
-install`` there, starts one PostgreSQL cluster (pg_stat_statements; fsync, full_page_writes and
-synchronous_commit on, like the baseline), runs the harness once with OpenWorkflow's adapters
-and once with umt's, each in a database of its own on that cluster, and prints each metric for
-both engines with the ratio and the issue's target. Raw results and logs go to
-``bench/.results/<time>/``. Any harness knob (B1_RUNS, B2_TRIALS, …) set in the environment is
-passed on; the flags below override it.
+install`` there, creates ``bench/.dbos-venv/`` with DBOS Transact (PyPI ``dbos``, pinned below;
+never in the project's venv), starts one PostgreSQL cluster (pg_stat_statements; fsync,
+full_page_writes and synchronous_commit on, like the baseline), runs the harness once with
+OpenWorkflow's adapters, once with DBOS's and once with umt's, each in a database of its own on
+that cluster, and prints each metric for the engines with umt's ratios and the issue's target.
+Raw results and logs go to ``bench/.results/<time>/``. Any harness knob (B1_RUNS, B2_TRIALS, …)
+set in the environment is passed on; the flags below override it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ PEER_BENCH_SOURCE = ROOT.parent / "shared" / "peer-bench"
 PEER_BENCH = BENCH / ".peer-bench"
 RESULTS = BENCH / ".results"
 PYTHON = ROOT / ".venv" / "bin" / "python"
+DBOS_VENV = BENCH / ".dbos-venv"
+DBOS_PYTHON = DBOS_VENV / "bin" / "python"
+DBOS_REQUIREMENT = "dbos==3.4.0"
 
 #: Settings that make the throwaway cluster behave like the baseline's (PostgreSQL defaults
 #: for durability; the test-support cluster turns them off for speed).
@@ -56,7 +60,7 @@ QUICK = {
 }
 FULL = {"REPEATS": "2"}
 
-ENGINES = {"ow": "OpenWorkflow", "umt": "umt"}
+ENGINES = {"ow": "OpenWorkflow", "dbos": "DBOS", "umt": "umt"}
 
 
 def log(message: str) -> None:
@@ -86,6 +90,21 @@ def prepare_peer_bench() -> Path:
                        stdout=sys.stderr)
         stamp.write_text(lock)
     return PEER_BENCH
+
+
+def prepare_dbos_venv() -> Path:
+    """A venv of its own with DBOS Transact: umt does not depend on it, and CI never installs it."""
+    stamp = DBOS_VENV / ".umt-requirement"
+    if stamp.exists() and stamp.read_text() == DBOS_REQUIREMENT:
+        return DBOS_VENV
+    log(f"creating bench/.dbos-venv with {DBOS_REQUIREMENT}")
+    # Without bench/run's PYTHONPATH: pip would take the work tree's umt for an installed one.
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    subprocess.run([str(PYTHON), "-m", "venv", "--clear", str(DBOS_VENV)], check=True, env=env)
+    subprocess.run([str(DBOS_PYTHON), "-m", "pip", "install", "--quiet", DBOS_REQUIREMENT],
+                   check=True, stdout=sys.stderr, env=env)
+    stamp.write_text(DBOS_REQUIREMENT)
+    return DBOS_VENV
 
 
 # ---------------------------------------------------------------------- cluster
@@ -157,6 +176,10 @@ def harness_env(engine: str, db_url: str, knobs: dict[str, str], out: Path) -> d
         env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
         env["DRIVER_CMD"] = f"{PYTHON} -m bench.umt_driver"
         env["WORKER_CMD"] = f"{PYTHON} -m bench.umt_worker"
+    elif engine == "dbos":
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        env["DRIVER_CMD"] = f"{DBOS_PYTHON} -m bench.dbos_driver"
+        env["WORKER_CMD"] = f"{DBOS_PYTHON} -m bench.dbos_worker"
     else:
         env.pop("DRIVER_CMD", None)
         env.pop("WORKER_CMD", None)
@@ -278,25 +301,38 @@ def _fmt(value: float | None) -> str:
     return f"{value:.2f}"
 
 
-def table(ow: dict[str, Any] | None, umt: dict[str, Any] | None) -> str:
-    mo = metrics(ow) if ow else {}
-    mu = metrics(umt) if umt else {}
-    lines = [
-        "| metric | target | OpenWorkflow 0.10.1 | umt | umt ÷ OW | target met |",
-        "| --- | --- | ---: | ---: | ---: | :---: |",
-    ]
-    for key, label, target, check in ROWS + b5_rows({**mo, **mu}):
-        o, u = mo.get(key), mu.get(key)
-        if o is None and u is None:
+#: The peers umt is compared with, in the table's column order.
+PEERS = (("ow", "OpenWorkflow 0.10.1", "OW"), ("dbos", "DBOS 3.4.0", "DBOS"))
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    """One row per metric: each engine's number, umt's ratio to each peer, umt's target."""
+    peers = [(key, title, short) for key, title, short in PEERS if key in results]
+    figures = {engine: metrics(result) for engine, result in results.items()}
+    mu = figures.get("umt", {})
+    head = ["metric", "target", *(title for _, title, _ in peers), "umt",
+            *(f"umt ÷ {short}" for _, _, short in peers), "target met"]
+    align = ["---", "---", *(["---:"] * (2 * len(peers) + 1)), ":---:"]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    merged: dict[str, float | None] = {k: v for m in figures.values() for k, v in m.items()}
+    for key, label, target, check in ROWS + b5_rows(merged):
+        values = {engine: m.get(key) for engine, m in figures.items()}
+        if all(v is None for v in values.values()):
             continue
-        ratio = f"{u / o:.2f}x" if (o and u is not None) else "-"
+        u = mu.get(key)
+        ratios = []
+        for peer, _, _ in peers:
+            p = values.get(peer)
+            ratios.append(f"{u / p:.2f}x" if (p and u is not None) else "-")
         met = ""
         if check is not None and u is not None:
             try:
-                met = "yes" if check(u, o) else "**no**"
+                met = "yes" if check(u, values.get("ow")) else "**no**"
             except TypeError:
                 met = "-"
-        lines.append(f"| {label} | {target} | {_fmt(o)} | {_fmt(u)} | {ratio} | {met} |")
+        cells = [label, target, *(_fmt(values.get(peer)) for peer, _, _ in peers), _fmt(u),
+                 *ratios, met]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -338,16 +374,20 @@ def use_umt_from(path: str | None) -> None:
 def compare(args: argparse.Namespace) -> int:
     use_umt_from(args.umt_path)
     prepare_peer_bench()
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if unknown := [e for e in engines if e not in ENGINES]:
+        raise SystemExit(f"unknown engine(s) {unknown}; known: {', '.join(ENGINES)}")
+    if "dbos" in engines:
+        prepare_dbos_venv()
     out_dir = RESULTS / time.strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
     knobs = knobs_from(args)
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     results: dict[str, dict[str, Any]] = {}
     with bench_cluster(args.url, args.keep, out_dir / "postgres.log") as admin_url:
         for engine in engines:
             db_url = fresh_database(admin_url, f"bench_{engine}")
             results[engine] = run_harness(engine, db_url, knobs, out_dir / f"{engine}.json")
-    text = f"{describe(results)}\n\n{table(results.get('ow'), results.get('umt'))}\n"
+    text = f"{describe(results)}\n\n{table(results)}\n"
     if UMT_PATH:
         text = f"umt imported from {UMT_PATH}\n{text}"
     (out_dir / "table.md").write_text(text)
@@ -368,7 +408,7 @@ def reprint(args: argparse.Namespace) -> int:
         return 0
     results = {e: json.loads((folder / f"{e}.json").read_text())
                for e in ENGINES if (folder / f"{e}.json").exists()}
-    print(f"{describe(results)}\n\n{table(results.get('ow'), results.get('umt'))}")
+    print(f"{describe(results)}\n\n{table(results)}")
     return 0
 
 
@@ -388,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--umt-path", help="import umt from this checkout (e.g. a patched engine)")
     p_compare = sub.choices["compare"]
     p_compare.add_argument("--quick", action="store_true", help="1 repeat, fewer trials (~8 min)")
-    p_compare.add_argument("--engines", default="ow,umt")
+    p_compare.add_argument("--engines", default="ow,dbos,umt")
     p_compare.add_argument("--benches", help="e.g. B1,B4 (default: all five)")
     p_compare.add_argument("--repeats", type=int)
     p_scale = sub.choices["scale"]

@@ -12,19 +12,17 @@ name whose runs ``reset`` keeps: scale runs keep their parked background runs).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
+from bench.jsonlines import SqlDriver, serve
 from bench.umt_workflows import WORKFLOWS, now_ms
 from umt.engine import Engine, open_database
 from umt.engine.store.queries import QuerySet
@@ -33,7 +31,10 @@ QUERIES = QuerySet.load("bench", "sql/driver.sql")
 FINAL = {"succeeded": "completed", "failed": "failed", "canceled": "canceled"}
 
 
-class Driver:
+class Driver(SqlDriver):
+    final = FINAL
+    queries = QUERIES
+
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = Engine(open_database(url, pool_size=2))
@@ -41,11 +42,6 @@ class Driver:
         # The measurement connection: separate from the engine's pool, autocommit.
         self.conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
         self.keep = os.environ.get("UMT_BENCH_KEEP_WORKFLOW") or None
-        self.closing = False
-
-    def sql(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        cursor = self.conn.execute(QUERIES[name].sql, params)
-        return cursor.fetchall() if cursor.description else []
 
     # ------------------------------------------------------------------ ops
 
@@ -112,39 +108,6 @@ class Driver:
             "delivered": len(result.delivered_to),
         }
 
-    def op_wait_completed(self, req: dict[str, Any]) -> dict[str, Any]:
-        ids = req["ids"]
-        deadline = time.monotonic() + req.get("timeoutMs", 600_000) / 1000
-        poll = req.get("pollMs", 50) / 1000
-        while True:
-            rows = self.sql("runs_state", ids=ids)
-            if len(rows) == len(ids) and all(row["status"] in FINAL for row in rows):
-                return {"runs": [_run_json(row) for row in rows]}
-            if time.monotonic() > deadline:
-                pending = sum(row["status"] not in FINAL for row in rows)
-                raise TimeoutError(f"wait_completed timeout: {pending} not terminal")
-            time.sleep(poll)
-
-    def op_wait_parked(self, req: dict[str, Any]) -> dict[str, Any]:
-        ids = req["ids"]
-        began = time.monotonic()
-        deadline = began + req.get("timeoutMs", 600_000) / 1000
-        poll = req.get("pollMs", 100) / 1000
-        while True:
-            parked = self.sql("count_parked", ids=ids)[0]["parked"]
-            if parked == len(ids):
-                return {"parked": parked, "ms": round((time.monotonic() - began) * 1000)}
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"wait_parked timeout: {parked}/{len(ids)}")
-            time.sleep(poll)
-
-    def op_stats(self, _req: dict[str, Any]) -> dict[str, Any]:
-        return self.sql("stats")[0]
-
-    def op_close(self, _req: dict[str, Any]) -> dict[str, Any]:
-        self.closing = True
-        return {}
-
     def close(self) -> None:
         self.conn.close()
         self.engine.close()
@@ -188,48 +151,10 @@ def _git(where: Path, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def _run_json(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "status": FINAL.get(row["status"], row["status"]),
-        "createdMs": row["created_ms"],
-        "finishedMs": row["finished_ms"],
-        "output": row["output"],
-    }
-
-
-def _reply(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
 def main() -> int:
     if TRACE_SLOW_MS:
         _install_trace()
-    driver = Driver(os.environ["BENCH_DB_URL"])
-    _reply({"ready": True})
-    try:
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            try:
-                request = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            handler: Callable[[dict[str, Any]], dict[str, Any]] | None = getattr(
-                driver, f"op_{request.get('op')}", None
-            )
-            try:
-                if handler is None:
-                    raise ValueError(f"unknown op {request.get('op')}")
-                _reply({"id": request.get("id"), "ok": True, "result": handler(request)})
-            except Exception:
-                _reply({"id": request.get("id"), "ok": False, "error": traceback.format_exc()})
-            if driver.closing:
-                break
-    finally:
-        driver.close()
-    return 0
+    return serve(Driver(os.environ["BENCH_DB_URL"]))
 
 
 if __name__ == "__main__":
