@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.support.skips import skip_by_design
 from umt.engine import (
     DrainReport,
     Engine,
@@ -49,12 +48,9 @@ def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
+    """Each backend in turn; ``postgres_only`` / ``sqlite_only`` tests are generated for their
+    backend alone (tests/support/skips.py)."""
     name: str = request.param
-    if name == "sqlite" and request.node.get_closest_marker("postgres_only"):
-        skip_by_design("needs PostgreSQL: SQLite has no LISTEN/NOTIFY and no workers on other "
-                       "hosts")
-    if name == "postgresql" and request.node.get_closest_marker("sqlite_only"):
-        skip_by_design("about SQLite's limits (one machine, no notifications)")
     return name
 
 

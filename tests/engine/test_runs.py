@@ -11,7 +11,6 @@ import psycopg
 import pytest
 
 from tests.engine.conftest import drain, settled
-from tests.support.skips import skip_by_design
 from umt.engine import (
     NO_RETRY,
     Engine,
@@ -276,9 +275,8 @@ def test_start_joins_the_callers_transaction(engine: Engine, db_url: str) -> Non
     assert drain(engine, [ECHO]).executed == 1
 
 
+@pytest.mark.sqlite_only
 def test_sqlite_refuses_to_join_a_callers_transaction(engine: Engine) -> None:
-    if engine.database.dialect != "sqlite":
-        skip_by_design("SQLite behaviour")
     with pytest.raises(NotImplementedError, match="PostgreSQL only"), engine.joined(object()):
         pass
 

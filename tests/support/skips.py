@@ -87,6 +87,21 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
     _judge(outcome.get_result(), collector.config)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A PostgreSQL-only test is not generated for SQLite (nor a test of SQLite's limits for
+    PostgreSQL): it does not apply there, so it is neither run nor reported as skipped."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        other = {"sqlite": "postgres_only", "postgresql": "sqlite_only"}.get(str(backend))
+        (dropped if other and item.get_closest_marker(other) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     missing = config.stash.get(_not_exercised, [])
     if missing:
