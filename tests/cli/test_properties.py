@@ -70,6 +70,12 @@ COMMANDS = st.one_of(
     st.tuples(st.sampled_from([["tables"], ["db", "status"], ["db", "migrate"],
                                ["hook", "download-done", INFO_HASH]])),
     st.tuples(st.just(["hook", "download-done"]), HOSTILE_TEXT.map(lambda s: [s])),
+    st.tuples(st.sampled_from([["qbittorrent", "install-hook", "--dry-run"],
+                               ["qbittorrent", "install-hook", "--replace"],
+                               ["qbittorrent", "show-hook"], ["qbittorrent", "uninstall-hook"]])),
+    # --show-token: the command answers and exits instead of serving.
+    st.tuples(st.just(["web", "--show-token"]), _option("--host", HOSTILE_TEXT),
+              _option("--port", NUMBERISH)),
 ).map(lambda parts: list(itertools.chain.from_iterable(parts)))
 
 SETTINGS = st.dictionaries(
