@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from pathlib import Path
 
 from umt.engine import PermanentError, StepContext
 from umt.media.qbittorrent import QbtClient, TorrentInfo
-from umt.media.request import AcquireRequest, run_tag
+from umt.media.request import RUN_TAG, AcquireRequest, run_tag
 from umt.media.results import Cleaned, Confirmation, Progress, Submitted
 from umt.records import ledger
 
@@ -20,8 +19,6 @@ CONFIRM_WINDOW_SECONDS = 30.0
 CONFIRM_POLL_SECONDS = 0.5
 RECHECK_SECONDS = 3.0
 REMOVED_OUTSIDE_UMT = "torrent removed outside umt"
-#: The tag umt gives a torrent it adds (``run_tag``): umt-<run id>.
-RUN_TAG = re.compile(r"umt-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def add_operation(info_hash: str) -> str:

@@ -7,6 +7,7 @@ part of it.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -76,3 +77,7 @@ def done_signal_name(info_hash: str) -> str:
 
 def run_tag(run_id: str) -> str:
     return f"umt-{run_id}"
+
+
+#: What ``run_tag`` gives: a torrent carrying such a tag was added by a umt run.
+RUN_TAG = re.compile(r"umt-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -78,10 +78,3 @@ def search(database: Database, text: str, *, limit: int = 100) -> list[CatalogIt
     with database.autocommit() as session:
         rows = session.execute(query, {"pattern": pattern, "limit": limit})
     return [CatalogItem.from_row(row) for row in rows]
-
-
-def items_of_info_hash(database: Database, info_hash: str) -> list[CatalogItem]:
-    query = database.query_set(PACKAGE)["catalog_items_of_info_hash"]
-    with database.autocommit() as session:
-        rows = session.execute(query, {"info_hash": info_hash})
-    return [CatalogItem.from_row(row) for row in rows]

@@ -34,9 +34,6 @@ SELECT * FROM catalog
 WHERE title ILIKE %(pattern)s OR info_hash ILIKE %(pattern)s
 ORDER BY imported_at DESC, id DESC LIMIT %(limit)s;
 
--- name: catalog_items_of_info_hash
-SELECT * FROM catalog WHERE info_hash = %(info_hash)s ORDER BY id;
-
 -- name: claim_library_path
 INSERT INTO library_claims (path, run_id, claimed_at)
 VALUES (%(path)s, %(run_id)s::uuid, %(now)s)

@@ -34,9 +34,6 @@ SELECT * FROM catalog
 WHERE title LIKE :pattern ESCAPE '\' OR info_hash LIKE :pattern ESCAPE '\'
 ORDER BY imported_at DESC, id DESC LIMIT :limit;
 
--- name: catalog_items_of_info_hash
-SELECT * FROM catalog WHERE info_hash = :info_hash ORDER BY id;
-
 -- name: claim_library_path
 INSERT INTO library_claims (path, run_id, claimed_at)
 VALUES (:path, :run_id, :now)
