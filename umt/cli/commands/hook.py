@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from umt.cli.application import Application, get_app
-from umt.cli.errors import EXIT_USAGE, classify
+from umt.cli.errors import EXIT_USAGE, handle
 from umt.textsafe import printable
 
 hook_app = typer.Typer(
@@ -54,8 +54,7 @@ def download_done(
     try:
         _signal_done(get_app(ctx), info_hash)
     except Exception as exc:  # umt's part must never stop the user's program
-        _, message = classify(exc)
-        sys.stderr.write(f"umt: error: {message}\n" if message else "")
+        handle(exc)
     except typer.Exit:
         pass
     sys.stderr.flush()
