@@ -8,12 +8,12 @@ operation; only runs that have not started yet are looked for by their input.
 
 from __future__ import annotations
 
-from umt.engine import Engine, UnknownRun
+from umt.engine import Engine, RunStatus, UnknownRun
 from umt.media.downloads import add_operation
 from umt.records import ledger
 
 #: A run in these states may still wait for its torrent's done signal.
-_MAY_WAIT = frozenset({"pending", "running", "waiting"})
+_MAY_WAIT = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
 #: More queued runs than anyone has; the hook looks at each one's input.
 _AT_MOST = 10_000
 
@@ -26,7 +26,7 @@ def tracks_torrent(engine: Engine, info_hash: str, workflow: str = "acquire") ->
                 return True
         except UnknownRun:
             continue  # collected by 'umt db gc'
-    for run in engine.list_runs(status="pending", workflow=workflow, limit=_AT_MOST):
+    for run in engine.list_runs(status=RunStatus.PENDING, workflow=workflow, limit=_AT_MOST):
         wanted = run.input.get("info_hash") if isinstance(run.input, dict) else None
         if str(wanted or "").lower() == info_hash:
             return True
