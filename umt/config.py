@@ -328,7 +328,7 @@ class LibrarySettings(_Section):
     import_mode: ImportMode = "auto"
     naming_template: str = DEFAULT_TEMPLATE
     all_files: bool = False
-    verify: VerifyMode = "sha256"
+    verify: VerifyMode = "pieces"
 
     @field_validator("dir", mode="before")
     @classmethod

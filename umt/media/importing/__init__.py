@@ -54,6 +54,7 @@ from umt.media.importing.paths import (
     remove_stray_partial,
     resolve_inside,
 )
+from umt.media.importing.pieces import FilePieces, PieceMismatch, check_file_pieces
 from umt.media.importing.publish import publish_no_replace
 from umt.media.importing.words import (
     DEFAULT_CHUNK_SIZE,
@@ -72,6 +73,7 @@ __all__ = [
     "CheckFn",
     "CrossDevice",
     "DestinationExists",
+    "FilePieces",
     "ImportFailure",
     "ImportMethod",
     "ImportMode",
@@ -79,10 +81,12 @@ __all__ = [
     "ImportResult",
     "LibraryRootMissing",
     "NoSpace",
+    "PieceMismatch",
     "ProgressFn",
     "SourceChanged",
     "UnsafePath",
     "VerifyMode",
+    "check_file_pieces",
     "ensure_dir_inside",
     "holds_import",
     "import_file",

@@ -1,0 +1,169 @@
+"""Piece verification without qBittorrent: torrents made by torf, files on a real filesystem.
+
+(The same checks against real qbittorrent-nox, through a whole run, are in
+``test_verified_import.py``.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from pathlib import Path
+
+import pytest
+import torf
+
+from umt.media.importing import (
+    FilePieces,
+    PieceMismatch,
+    check_file_pieces,
+    import_file,
+    partial_path,
+)
+from umt.media.torrent_pieces import PiecesUnavailable, TorrentLayout
+
+PIECE = 16 * 1024
+#: Not multiples of the piece length: every file but the first shares a piece with another.
+SIZES = {"a.nfo": 10_000, "b.mkv": 40_000, "c.txt": 5, "d.mkv": 70_001, "e.srt": 0}
+
+
+def no_check() -> None:
+    return None
+
+
+def write_files(folder: Path, sizes: dict[str, int]) -> None:
+    folder.mkdir(parents=True)
+    rng = random.Random(5)
+    for name, size in sizes.items():
+        (folder / name).write_bytes(rng.randbytes(size))
+
+
+def torf_layout(folder: Path) -> TorrentLayout:
+    """The layout qBittorrent would report for a torrent of ``folder``, from its metainfo."""
+    torrent = torf.Torrent(path=folder, piece_size=PIECE)
+    torrent.generate()
+    files = torrent.metainfo["info"]["files"]
+    paths = [folder.joinpath(*entry["path"]) for entry in files]
+    sizes = [int(entry["length"]) for entry in files]
+    return TorrentLayout.build(PIECE, list(torrent.hashes), paths, sizes, [None] * len(files))
+
+
+def import_copy(src: Path, dest: Path, pieces: FilePieces) -> int | None:
+    result = import_file(src, dest, mode="copy", check=no_check, progress=lambda *_: None,
+                         verify="pieces", pieces=pieces)
+    return result.pieces
+
+
+@pytest.fixture
+def download(tmp_path: Path) -> Path:
+    folder = tmp_path / "downloads" / "Show"
+    write_files(folder, SIZES)
+    return folder
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Path:
+    folder = tmp_path / "library"
+    folder.mkdir()
+    return folder
+
+
+def test_every_file_of_a_multi_file_torrent_is_verified_across_piece_boundaries(
+    download: Path, library: Path
+) -> None:
+    layout = torf_layout(download)
+    for name in SIZES:
+        pieces = layout.pieces_of(layout.index_of(download / name))
+        checked = import_copy(download / name, library / name, pieces)
+        assert (library / name).read_bytes() == (download / name).read_bytes()
+        assert checked == len(pieces.hashes)
+    # b.mkv starts 10,000 bytes into piece 0 and ends inside piece 3, shared with c and d.
+    b = layout.pieces_of(layout.index_of(download / "b.mkv"))
+    assert (b.first_piece, len(b.hashes), len(b.head), len(b.tail)) == (0, 4, 10_000, 15_536)
+
+
+def test_a_flipped_byte_fails_the_import_and_leaves_nothing(
+    download: Path, library: Path
+) -> None:
+    layout = torf_layout(download)
+    pieces = layout.pieces_of(layout.index_of(download / "d.mkv"))
+    flip_byte(download / "d.mkv", 50_000)
+    with pytest.raises(PieceMismatch, match=r"d\.mkv does not match its torrent: piece \d+"):
+        import_copy(download / "d.mkv", library / "d.mkv", pieces)
+    assert list(library.iterdir()) == []
+    assert not partial_path(library / "d.mkv").exists()
+
+
+def test_the_neighbours_bytes_in_a_shared_piece_are_part_of_the_check(
+    download: Path, library: Path
+) -> None:
+    """b.mkv is intact, but the piece it shares with a.nfo is not what the torrent says."""
+    layout = torf_layout(download)
+    flip_byte(download / "a.nfo", 9_999)
+    pieces = layout.pieces_of(layout.index_of(download / "b.mkv"))
+    with pytest.raises(PieceMismatch, match="piece 0 "):
+        import_copy(download / "b.mkv", library / "b.mkv", pieces)
+    assert list(library.iterdir()) == []
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        value = file.read(1)[0]
+        file.seek(offset)
+        file.write(bytes([value ^ 0x01]))
+
+
+def test_a_file_of_another_size_than_the_torrents_is_refused(
+    download: Path, library: Path
+) -> None:
+    layout = torf_layout(download)
+    pieces = layout.pieces_of(layout.index_of(download / "b.mkv"))
+    with open(download / "b.mkv", "ab") as file:
+        file.write(b"x")
+    with pytest.raises(PieceMismatch, match="not the file its torrent describes"):
+        import_copy(download / "b.mkv", library / "b.mkv", pieces)
+    assert list(library.iterdir()) == []
+
+
+def test_check_file_pieces_reads_a_library_file_again(download: Path, library: Path) -> None:
+    layout = torf_layout(download)
+    pieces = layout.pieces_of(layout.index_of(download / "d.mkv"))
+    import_copy(download / "d.mkv", library / "d.mkv", pieces)
+    assert check_file_pieces(library / "d.mkv", pieces, check=no_check) == len(pieces.hashes)
+    flip_byte(library / "d.mkv", 0)
+    with pytest.raises(PieceMismatch):
+        check_file_pieces(library / "d.mkv", pieces, check=no_check)
+
+
+def test_piece_aligned_files_with_zero_padding_are_recognised(tmp_path: Path) -> None:
+    """Hybrid v1+v2 torrents start every file on a piece boundary, padding with zeros."""
+    folder = tmp_path / "hybrid"
+    write_files(folder, {"x.mkv": 20_000, "y.mkv": 9_000})
+    x, y = (folder / "x.mkv").read_bytes(), (folder / "y.mkv").read_bytes()
+    stream = x + bytes(2 * PIECE - len(x)) + y
+    hashes = [hashlib.sha1(stream[i : i + PIECE]).digest() for i in range(0, len(stream), PIECE)]
+    layout = TorrentLayout.build(PIECE, hashes, [folder / "x.mkv", folder / "y.mkv"],
+                                 [20_000, 9_000], [(0, 1), (2, 2)])
+    assert layout.starts == (0, 2 * PIECE)
+    for name in ("x.mkv", "y.mkv"):
+        pieces = layout.pieces_of(layout.index_of(folder / name))
+        assert check_file_pieces(folder / name, pieces, check=no_check) == len(pieces.hashes)
+
+
+def test_a_torrent_without_v1_hashes_or_with_unknown_padding_is_unavailable(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(PiecesUnavailable, match="v2-only"):
+        TorrentLayout.build(PIECE, [], [tmp_path / "x"], [10], [(0, 0)])
+    with pytest.raises(PiecesUnavailable, match="do not line up"):
+        TorrentLayout.build(PIECE, [bytes(20)] * 3, [tmp_path / "x", tmp_path / "y"],
+                            [10, 10], [(0, 0), (2, 2)])
+
+
+def test_a_missing_neighbour_makes_the_edge_pieces_unavailable(download: Path) -> None:
+    layout = torf_layout(download)
+    os.unlink(download / "a.nfo")
+    with pytest.raises(PiecesUnavailable, match=r"cannot read a\.nfo"):
+        layout.pieces_of(layout.index_of(download / "b.mkv"))
