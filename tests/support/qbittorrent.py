@@ -380,9 +380,11 @@ class Swarm:
     def announce_url(self) -> str:
         return f"http://127.0.0.1:{self.tracker_port}/announce"
 
-    def seed(self, path: Path, *, timeout: float = 60.0) -> SeededTorrent:
+    def seed(
+        self, path: Path, *, timeout: float = 60.0, piece_size: int | None = None
+    ) -> SeededTorrent:
         """Make a torrent of the data at ``path``, add it to the seeder, wait until it seeds."""
-        torrent_bytes = make_torrent(path, tracker_url=self.announce_url)
+        torrent_bytes = make_torrent(path, tracker_url=self.announce_url, piece_size=piece_size)
         info_hash = torf.Torrent.read_stream(torrent_bytes).infohash
         client = self.seeder.client()
         client.torrents_add(torrent_files=torrent_bytes, save_path=str(path.parent))

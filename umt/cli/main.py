@@ -31,6 +31,7 @@ from umt.cli.commands import (
     start_acquire,
     status,
     tables,
+    verify,
     web,
     worker,
 )
@@ -126,6 +127,7 @@ app.command("show")(show.show)
 app.command("tables")(tables.tables)
 app.command("catalog")(catalog.catalog)
 app.command("doctor")(doctor.doctor)
+app.command("verify")(verify.verify)
 app.command("web")(web.web)
 app.add_typer(db.db_app)
 app.add_typer(qbittorrent.qbittorrent_app)
