@@ -16,11 +16,14 @@ import torf
 
 from umt.media.importing import (
     FilePieces,
+    ImportFailure,
     PieceMismatch,
     check_file_pieces,
+    copying,
     import_file,
     partial_path,
 )
+from umt.media.importing.pieces import PieceHasher
 from umt.media.torrent_pieces import PiecesUnavailable, TorrentLayout
 
 PIECE = 16 * 1024
@@ -39,14 +42,14 @@ def write_files(folder: Path, sizes: dict[str, int]) -> None:
         (folder / name).write_bytes(rng.randbytes(size))
 
 
-def torf_layout(folder: Path) -> TorrentLayout:
+def torf_layout(folder: Path, piece: int = PIECE) -> TorrentLayout:
     """The layout qBittorrent would report for a torrent of ``folder``, from its metainfo."""
-    torrent = torf.Torrent(path=folder, piece_size=PIECE)
+    torrent = torf.Torrent(path=folder, piece_size=piece)
     torrent.generate()
     files = torrent.metainfo["info"]["files"]
     paths = [folder.joinpath(*entry["path"]) for entry in files]
     sizes = [int(entry["length"]) for entry in files]
-    return TorrentLayout.build(PIECE, list(torrent.hashes), paths, sizes, [None] * len(files))
+    return TorrentLayout.build(piece, list(torrent.hashes), paths, sizes, [None] * len(files))
 
 
 def import_copy(src: Path, dest: Path, pieces: FilePieces) -> int | None:
@@ -81,6 +84,43 @@ def test_every_file_of_a_multi_file_torrent_is_verified_across_piece_boundaries(
     # b.mkv starts 10,000 bytes into piece 0 and ends inside piece 3, shared with c and d.
     b = layout.pieces_of(layout.index_of(download / "b.mkv"))
     assert (b.first_piece, len(b.hashes), len(b.head), len(b.tail)) == (0, 4, 10_000, 15_536)
+
+
+@pytest.mark.parametrize("flip", [None, 3 * 1024 * 1024 + 5])
+def test_pieces_larger_than_a_buffer_are_hashed_from_several_chunks(
+    tmp_path: Path, library: Path, flip: int | None
+) -> None:
+    """2 MiB pieces arrive in 1 MiB buffers; the file starts and ends inside a piece."""
+    folder = tmp_path / "big"
+    write_files(folder, {"a.nfo": 300_000, "b.mkv": 5 * 1024 * 1024 + 3, "c.srt": 100_000})
+    layout = torf_layout(folder, piece=2 * 1024 * 1024)
+    pieces = layout.pieces_of(layout.index_of(folder / "b.mkv"))
+    assert pieces.head and pieces.tail and len(pieces.hashes) == 3
+    if flip is None:
+        assert import_copy(folder / "b.mkv", library / "b.mkv", pieces) == 3
+        return
+    flip_byte(folder / "b.mkv", flip)
+    with pytest.raises(PieceMismatch, match="piece 1 "):
+        import_copy(folder / "b.mkv", library / "b.mkv", pieces)
+    assert list(library.iterdir()) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_source_that_ends_early_fails_instead_of_waiting(tmp_path: Path) -> None:
+    """The hashing threads wait for chunks; a copy that stops short must not leave them so."""
+    src, dst = tmp_path / "src.mkv", tmp_path / "dst.mkv"
+    write_files(tmp_path / "x", {"f.mkv": 3 * 1024 * 1024})
+    data = (tmp_path / "x" / "f.mkv").read_bytes()
+    length = 2 * 1024 * 1024
+    pieces = FilePieces(length, len(data), tuple(
+        hashlib.sha1(data[i : i + length]).digest() for i in range(0, len(data), length)))
+    src.write_bytes(data[:length])  # shorter than the torrent says, ending on a buffer
+    with open(src, "rb") as source, open(dst, "wb") as target:
+        hasher = PieceHasher(pieces, len(data), "f.mkv")
+        with pytest.raises(ImportFailure, match="pieces were read"):
+            copying.copy_data(source.fileno(), target.fileno(), total=len(data),
+                              chunk_size=1024 * 1024, hashing=False, check=no_check,
+                              progress=lambda *_: None, pieces=hasher)
 
 
 def test_a_flipped_byte_fails_the_import_and_leaves_nothing(

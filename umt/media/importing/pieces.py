@@ -18,13 +18,14 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from umt.media.importing.failures import ImportFailure
 from umt.media.importing.words import CheckFn
 
-#: A buffer holds whole pieces, at least this many bytes of them (small pieces are grouped:
-#: one task per 16 KiB piece would cost more in scheduling than in hashing).
-_SPAN_BYTES = 4 * 1024 * 1024
+#: Bytes copied and hashed per buffer: small enough to be hashed while still in the CPU cache,
+#: large enough that one task per buffer of small (16 KiB) pieces costs little in scheduling.
+_CHUNK_BYTES = 1024 * 1024
 #: Buffers in flight stay below this many bytes, whatever the piece size.
 _MAX_BUFFERED = 256 * 1024 * 1024
 _SHA1_SIZE = 20
@@ -68,25 +69,48 @@ class FilePieces:
         if any(len(digest) != _SHA1_SIZE for digest in self.hashes):
             raise ValueError("a piece hash is not a SHA-1 digest")
 
-    def spans(self, size: int) -> Iterator[tuple[int, int, int]]:
-        """``(first, count, nbytes)``: runs of whole pieces, and how many of the file's bytes
-        each holds, in file order (every buffer then ends on a piece boundary)."""
-        per_span = max(1, _SPAN_BYTES // self.piece_length)
-        done = 0
-        for first in range(0, len(self.hashes), per_span):
-            count = min(per_span, len(self.hashes) - first)
-            end = min(size, (first + count) * self.piece_length - len(self.head))
-            yield first, count, end - done
-            done = end
+    def file_range(self, index: int) -> tuple[int, int]:
+        """The bytes of the file that piece ``hashes[index]`` holds (start, end)."""
+        head, length = len(self.head), self.piece_length
+        return max(0, index * length - head), min(self.size, (index + 1) * length - head)
+
+
+@dataclass(frozen=True)
+class _Lane:
+    """Pieces hashed by one task, in order: several small whole pieces in one chunk, or one
+    large piece arriving in several chunks."""
+
+    first: int
+    count: int
+    chunks: tuple[int, ...]  # bytes of the file in each chunk, in order
+
+
+def _lanes(pieces: FilePieces) -> Iterator[_Lane]:
+    length = pieces.piece_length
+    if length <= _CHUNK_BYTES:
+        per_lane = _CHUNK_BYTES // length
+        for first in range(0, len(pieces.hashes), per_lane):
+            count = min(per_lane, len(pieces.hashes) - first)
+            start, end = pieces.file_range(first)[0], pieces.file_range(first + count - 1)[1]
+            yield _Lane(first, count, (end - start,))
+        return
+    for index in range(len(pieces.hashes)):
+        start, end = pieces.file_range(index)
+        cuts = range(start, end, _CHUNK_BYTES)
+        yield _Lane(index, 1, tuple(min(_CHUNK_BYTES, end - cut) for cut in cuts))
 
 
 class PieceHasher:
-    """Hands out buffers aligned on piece boundaries and checks each filled one on a pool.
+    """Hands out buffers aligned on piece boundaries and checks the pieces on a thread pool.
 
-    ``take()`` gives the next buffer to fill with exactly the view's length of the file's bytes
-    (the last may be shorter), ``hash()`` hands it back filled, ``finish()`` waits for every
-    piece and raises :class:`PieceMismatch` for the first piece that does not match. A mismatch
-    found while the copy still runs stops it at the next ``take()``.
+    ``take()`` gives the next buffer to fill with exactly the view's length of the file's bytes,
+    ``hash()`` hands it back filled, ``finish()`` waits for every piece and raises
+    :class:`PieceMismatch` for the first piece that does not match; a mismatch found while the
+    copy still runs stops it at the next ``take()``.
+
+    Buffers are cache-sized (1 MiB) and each piece is hashed by one task as its chunks arrive,
+    while the bytes are still in the CPU cache: hashing whole 8 MiB pieces after they were
+    copied measured twice as slow. Consecutive pieces go to different threads.
     """
 
     def __init__(self, pieces: FilePieces, size: int, name: str,
@@ -96,53 +120,66 @@ class PieceHasher:
         except ValueError as exc:
             raise PieceMismatch(f"{name} is not the file its torrent describes: {exc}") from None
         self._pieces = pieces
-        self._size = size
         self._name = name
-        self._spans = pieces.spans(size)
-        self._current: tuple[int, int, int] | None = None
+        self._plan = _chunks_in_order(_lanes(pieces))
+        self._lane: queue.SimpleQueue[tuple[bytearray, int] | None] | None = None
+        self._open: list[queue.SimpleQueue[tuple[bytearray, int] | None]] = []
+        self._wanted = 0
         workers = workers or os.cpu_count() or 1
-        span_capacity = max(1, _SPAN_BYTES // pieces.piece_length) * pieces.piece_length
-        depth = max(2, min(workers + 2, _MAX_BUFFERED // span_capacity))
+        chunk = min(_CHUNK_BYTES, max(pieces.piece_length, _CHUNK_BYTES // pieces.piece_length
+                                      * pieces.piece_length))
+        per_piece = -(-pieces.piece_length // _CHUNK_BYTES)
+        depth = max(4, min(_MAX_BUFFERED // chunk, (max(workers, 2) * per_piece) + 4))
         self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
         for _ in range(depth):
-            self._free.put(bytearray(span_capacity))
+            self._free.put(bytearray(chunk))
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="umt-pieces")
         self._futures: list[Future[None]] = []
         self._lock = threading.Lock()
         self._mismatch: str | None = None
+        self._failure: BaseException | None = None
         self._checked = 0
 
     def __enter__(self) -> PieceHasher:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        for lane in self._open:  # a lane still waiting for chunks that will not come
+            lane.put(None)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def take(self) -> tuple[bytearray, memoryview] | None:
         """The next buffer and the view of it to fill; None once every piece is handed out.
 
-        (A buffer comes back to the free list only once its pieces are hashed, so bytes not
-        hashed yet are never overwritten.)"""
-        self._raise_mismatch()
-        self._current = next(self._spans, None)
-        if self._current is None:
+        (A buffer comes back to the free list only once it is hashed, so bytes not hashed yet
+        are never overwritten.)"""
+        self._raise_failure()
+        step = next(self._plan, None)
+        if step is None:
             return None
+        lane, self._wanted, opens = step
+        if opens:
+            self._lane = queue.SimpleQueue()
+            self._open.append(self._lane)
+            self._futures.append(self._pool.submit(self._hash_lane, lane, self._lane))
         buffer = self._free.get()
-        return buffer, memoryview(buffer)[: self._current[2]]
+        return buffer, memoryview(buffer)[: self._wanted]
 
     def give_back(self, buffer: bytearray) -> None:
+        """``buffer`` comes back unfilled: the file ended before the bytes it was taken for."""
         self._free.put(buffer)
+        if self._lane is not None:
+            self._lane.put(None)  # its lane will get no more chunks
 
     def hash(self, buffer: bytearray, count: int) -> None:
         """``buffer`` holds ``count`` bytes of the file, those the last ``take()`` asked for."""
-        assert self._current is not None
-        first, pieces, wanted = self._current
-        if count != wanted:
+        assert self._lane is not None
+        if count != self._wanted:
             self._free.put(buffer)
             raise ImportFailure(
                 f"{self._name} ended after fewer bytes than its torrent describes"
             )
-        self._futures.append(self._pool.submit(self._check_span, buffer, first, pieces))
+        self._lane.put((buffer, count))
 
     def hexdigest(self) -> None:
         """Wait for every piece (there is no digest of the whole file to give)."""
@@ -152,50 +189,82 @@ class PieceHasher:
         """Wait for every piece; the number checked. Raises on the first mismatch."""
         for future in self._futures:
             future.result()
-        self._raise_mismatch()
+        self._raise_failure()
         if self._checked != len(self._pieces.hashes):
             raise ImportFailure(
                 f"{self._name}: {self._checked} of {len(self._pieces.hashes)} pieces were read"
             )
         return self._checked
 
-    def _raise_mismatch(self) -> None:
+    def _raise_failure(self) -> None:
         if self._mismatch is not None:
             raise PieceMismatch(self._mismatch)
+        if self._failure is not None:
+            raise ImportFailure(f"hashing failed: {self._failure!r}") from self._failure
 
-    def _check_span(self, buffer: bytearray, first: int, count: int) -> None:
-        try:
-            pieces = self._pieces
-            view = memoryview(buffer)
-            head = len(pieces.head)
-            start = max(0, first * pieces.piece_length - head)
-            for index in range(first, first + count):
-                end = min(self._size, (index + 1) * pieces.piece_length - head)
-                digest = hashlib.sha1(usedforsecurity=False)
-                if index == 0:
-                    digest.update(pieces.head)
-                offset = start - max(0, first * pieces.piece_length - head)
-                digest.update(view[offset : offset + end - start])
-                if index == len(pieces.hashes) - 1:
-                    digest.update(pieces.tail)
-                if digest.digest() != pieces.hashes[index]:
-                    self._found_mismatch(index, start, end)
-                    return
-                start = end
+    def _hash_lane(self, lane: _Lane, chunks: queue.SimpleQueue[tuple[bytearray, int] | None]
+                   ) -> None:
+        """Hash the lane's pieces from its chunks, in order; every chunk goes back to the free
+        list, also after a mismatch or a failure (the copy waits for free buffers)."""
+        pieces = self._pieces
+        index = lane.first
+        digest = self._new_digest(index)
+        left = pieces.file_range(index)[1] - pieces.file_range(index)[0]
+        good = True
+        for _ in lane.chunks:
+            item = chunks.get()
+            if item is None:
+                return
+            buffer, count = item
+            try:
+                view = memoryview(buffer)[:count]
+                while good and view:
+                    taken = min(left, len(view))
+                    digest.update(view[:taken])
+                    view, left = view[taken:], left - taken
+                    if left == 0:
+                        good = self._piece_done(index, digest)
+                        index += 1
+                        if index < lane.first + lane.count:
+                            digest = self._new_digest(index)
+                            start, end = pieces.file_range(index)
+                            left = end - start
+            except BaseException as exc:  # surfaced by take() or finish()
+                with self._lock:
+                    self._failure = self._failure or exc
+                good = False
+            finally:
+                self._free.put(buffer)
+
+    def _new_digest(self, index: int) -> Any:
+        digest = hashlib.sha1(usedforsecurity=False)
+        if index == 0:
+            digest.update(self._pieces.head)
+        return digest
+
+    def _piece_done(self, index: int, digest: Any) -> bool:
+        pieces = self._pieces
+        if index == len(pieces.hashes) - 1:
+            digest.update(pieces.tail)
+        if digest.digest() == pieces.hashes[index]:
             with self._lock:
-                self._checked += count
-        finally:
-            self._free.put(buffer)
-
-    def _found_mismatch(self, index: int, start: int, end: int) -> None:
-        piece = self._pieces.first_piece + index
+                self._checked += 1
+            return True
+        start, end = pieces.file_range(index)
         message = (
-            f"{self._name} does not match its torrent: piece {piece} (bytes {start}-{end} "
-            "of the file) has another SHA-1 than the torrent publishes"
+            f"{self._name} does not match its torrent: piece {pieces.first_piece + index} "
+            f"(bytes {start}-{end} of the file) has another SHA-1 than the torrent publishes"
         )
         with self._lock:
-            if self._mismatch is None:
-                self._mismatch = message
+            self._mismatch = self._mismatch or message
+        return False
+
+
+def _chunks_in_order(lanes: Iterator[_Lane]) -> Iterator[tuple[_Lane, int, bool]]:
+    """``(lane, bytes, opens_the_lane)`` for every chunk, in file order."""
+    for lane in lanes:
+        for position, nbytes in enumerate(lane.chunks):
+            yield lane, nbytes, position == 0
 
 
 def check_file_pieces(path: Path, pieces: FilePieces, *, check: CheckFn) -> int:
