@@ -90,7 +90,7 @@ def test_every_file_of_a_multi_file_torrent_is_verified_across_piece_boundaries(
 def test_pieces_larger_than_a_buffer_are_hashed_from_several_chunks(
     tmp_path: Path, library: Path, flip: int | None
 ) -> None:
-    """2 MiB pieces arrive in 1 MiB buffers; the file starts and ends inside a piece."""
+    """2 MiB pieces arrive in 256 KiB buffers; the file starts and ends inside a piece."""
     folder = tmp_path / "big"
     write_files(folder, {"a.nfo": 300_000, "b.mkv": 5 * 1024 * 1024 + 3, "c.srt": 100_000})
     layout = torf_layout(folder, piece=2 * 1024 * 1024)

@@ -25,7 +25,8 @@ from umt.media.importing.words import CheckFn
 
 #: Bytes copied and hashed per buffer: small enough to be hashed while still in the CPU cache,
 #: large enough that one task per buffer of small (16 KiB) pieces costs little in scheduling.
-_CHUNK_BYTES = 1024 * 1024
+#: (1 GB warm, 8 MiB pieces: 1.13 CPU-seconds with 256 KiB buffers, 1.35 with 1 or 4 MiB.)
+_CHUNK_BYTES = 256 * 1024
 #: Buffers in flight stay below this many bytes, whatever the piece size.
 _MAX_BUFFERED = 256 * 1024 * 1024
 _SHA1_SIZE = 20
@@ -108,9 +109,9 @@ class PieceHasher:
     :class:`PieceMismatch` for the first piece that does not match; a mismatch found while the
     copy still runs stops it at the next ``take()``.
 
-    Buffers are cache-sized (1 MiB) and each piece is hashed by one task as its chunks arrive,
-    while the bytes are still in the CPU cache: hashing whole 8 MiB pieces after they were
-    copied measured twice as slow. Consecutive pieces go to different threads.
+    Buffers are cache-sized (256 KiB) and each piece is hashed by one task as its chunks
+    arrive, while the bytes are still in the CPU cache: hashing whole 8 MiB pieces after they
+    were copied measured twice as slow. Consecutive pieces go to different threads.
     """
 
     def __init__(self, pieces: FilePieces, size: int, name: str,
