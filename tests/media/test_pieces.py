@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torf
 
+from tests.support.qbittorrent import flip_byte
 from umt.media.importing import (
     FilePieces,
     ImportFailure,
@@ -147,12 +148,6 @@ def test_the_neighbours_bytes_in_a_shared_piece_are_part_of_the_check(
     assert list(library.iterdir()) == []
 
 
-def flip_byte(path: Path, offset: int) -> None:
-    with open(path, "r+b") as file:
-        file.seek(offset)
-        value = file.read(1)[0]
-        file.seek(offset)
-        file.write(bytes([value ^ 0x01]))
 
 
 def test_a_file_of_another_size_than_the_torrents_is_refused(

@@ -16,8 +16,10 @@ from tests.support.qbittorrent import (
     QbtInstance,
     SeededTorrent,
     Swarm,
+    flip_byte,
     make_payload,
     sha256_file,
+    torrent_file,
     wait_until,
 )
 from umt.media.reconcile import reconcile
@@ -63,10 +65,6 @@ def copying(tmp_path: Path, fresh_client: QbtInstance) -> Iterator[Pipeline]:
     pipeline.close()
 
 
-def torrent_file(tmp_path: Path, seeded: SeededTorrent) -> str:
-    path = tmp_path / f"{seeded.path.name}.torrent"
-    path.write_bytes(seeded.torrent_bytes)
-    return str(path)
 
 
 def copy_entries(pipeline: Pipeline, run_id: str, phase: str) -> list[ledger.LedgerEntry]:
@@ -74,12 +72,6 @@ def copy_entries(pipeline: Pipeline, run_id: str, phase: str) -> list[ledger.Led
             if entry.operation.startswith("copy:") and entry.phase == phase]
 
 
-def flip_byte(path: Path, offset: int) -> None:
-    with open(path, "r+b") as file:
-        file.seek(offset)
-        value = file.read(1)[0]
-        file.seek(offset)
-        file.write(bytes([value ^ 0x40]))
 
 
 def test_a_good_copy_is_verified_piece_by_piece(

@@ -408,3 +408,19 @@ class Swarm:
 
     def destroy(self) -> None:
         self.seeder.destroy()
+
+
+def torrent_file(folder: Path, seeded: SeededTorrent) -> str:
+    """``seeded``'s .torrent written into ``folder``; its path, as a source for umt."""
+    path = folder / f"{seeded.path.name}.torrent"
+    path.write_bytes(seeded.torrent_bytes)
+    return str(path)
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    """Corrupt one byte of ``path`` in place (its size stays)."""
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        value = file.read(1)[0]
+        file.seek(offset)
+        file.write(bytes([value ^ 0x40]))
