@@ -17,7 +17,7 @@ from umt.engine import Database
 from umt.media.importing import PieceMismatch, check_file_pieces
 from umt.media.importing.copying import sha256_of
 from umt.media.library import COPY_PREFIX
-from umt.media.qbittorrent import QbtClient
+from umt.media.qbittorrent import QbtAdapterError, QbtClient
 from umt.media.torrent_pieces import PiecesUnavailable, TorrentLayout, layout_of, pieces_of_file
 from umt.records import ledger
 
@@ -62,16 +62,20 @@ def verify_run(
     files = imported_files(database, run_id)
     if not files:
         raise NothingImported(f"run {run_id} has no imported file to verify")
-    layout: TorrentLayout | str
-    torrent = qbt.find(info_hash)
-    if torrent is None:
-        layout = "the torrent is no longer in qBittorrent"
-    else:
-        try:
-            layout = layout_of(qbt, torrent)
-        except PiecesUnavailable as exc:
-            layout = str(exc)
+    present = any(Path(str(detail.get("path"))).is_file() for detail in files)
+    layout = _layout(qbt, info_hash) if present else "no file to check"
     return [_check_one(detail, layout, check) for detail in files]
+
+
+def _layout(qbt: QbtClient, info_hash: str) -> TorrentLayout | str:
+    """The torrent's pieces, or why they cannot be had (then recorded hashes are the fallback)."""
+    try:
+        torrent = qbt.find(info_hash)
+        if torrent is None:
+            return "the torrent is no longer in qBittorrent"
+        return layout_of(qbt, torrent)
+    except (PiecesUnavailable, QbtAdapterError) as exc:
+        return str(exc)
 
 
 def _check_one(
