@@ -13,9 +13,11 @@ Only v1 hashes are used. A v2-only torrent has none: its import falls back to ``
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from umt.media.importing import FilePieces
@@ -56,12 +58,15 @@ class TorrentLayout:
     def total(self) -> int:
         return self.starts[-1] + self.sizes[-1] if self.sizes else 0
 
+    @cached_property
+    def _indexes(self) -> dict[Path, int]:
+        return {path.resolve(): index for index, path in enumerate(self.paths)}
+
     def index_of(self, path: Path) -> int:
-        wanted = path.resolve()
-        for index, candidate in enumerate(self.paths):
-            if candidate.resolve() == wanted:
-                return index
-        raise PiecesUnavailable(f"{path.name} is not a file of this torrent")
+        index = self._indexes.get(path.resolve())
+        if index is None:
+            raise PiecesUnavailable(f"{path.name} is not a file of this torrent")
+        return index
 
     def pieces_of(self, index: int) -> FilePieces:
         """The pieces file ``index`` touches, with its neighbours' bytes in the edge pieces."""
@@ -89,7 +94,12 @@ class TorrentLayout:
     def _read(self, begin: int, end: int) -> bytes:
         """The stream's bytes ``[begin, end)``: the files' bytes, zeros for padding."""
         data = bytearray(end - begin)
-        for path, start, size in zip(self.paths, self.starts, self.sizes, strict=True):
+        # Files start in order: only those from the last one starting at or before ``begin``
+        # up to the first one starting at or after ``end`` can hold these bytes.
+        first = max(0, bisect.bisect_right(self.starts, begin) - 1)
+        last = bisect.bisect_left(self.starts, end, lo=first)
+        for index in range(first, last):
+            path, start, size = self.paths[index], self.starts[index], self.sizes[index]
             low, high = max(begin, start), min(end, start + size)
             if low >= high:
                 continue
