@@ -15,6 +15,9 @@ from tests.cli.conftest import Cli
 from tests.cli.test_hostile_text import CONTROL, HOSTILE
 from tests.support.qbittorrent import flip_byte
 
+#: A torrent no other test gives the shared qBittorrent.
+ABSENT_HASH = "5e7e4f1a0c0ffee5e7e4f1a0c0ffee5e7e4f1a0c"
+
 
 def record_import(cli: Cli, run_id: str, path: str, sha256: str | None) -> None:
     """A ``done`` copy entry in the run's ledger, as the copy-file step writes it."""
@@ -43,7 +46,7 @@ def record_import(cli: Cli, run_id: str, path: str, sha256: str | None) -> None:
 def test_a_file_imported_with_sha256_is_checked_against_it_once_the_torrent_is_gone(
     qbt_cli: Cli, tmp_path: Path
 ) -> None:
-    run_id = qbt_cli.start()
+    run_id = qbt_cli.start(ABSENT_HASH)
     library_file = tmp_path / "library" / "Film.mkv"
     library_file.write_bytes(b"abc")
     record_import(qbt_cli, run_id, str(library_file), hashlib.sha256(b"abc").hexdigest())
@@ -62,7 +65,7 @@ def test_a_file_imported_with_sha256_is_checked_against_it_once_the_torrent_is_g
 def test_without_pieces_or_a_recorded_hash_a_file_is_unverifiable(
     qbt_cli: Cli, tmp_path: Path
 ) -> None:
-    run_id = qbt_cli.start()
+    run_id = qbt_cli.start(ABSENT_HASH)
     library_file = tmp_path / "library" / "Film.mkv"
     library_file.write_bytes(b"abc")
     record_import(qbt_cli, run_id, str(library_file), None)
