@@ -196,7 +196,10 @@ def _import_one(
         # The download is not what the torrent publishes: nothing was published, and
         # copying it again would give the same bytes.
         ledger.record(step, operation, ledger.FAILED, {"source": str(source), "reason": str(exc)})
-        raise PermanentError(str(exc)) from exc
+        raise PermanentError(
+            f"{exc}; the download is kept: a recheck in qBittorrent finds the damaged piece "
+            "and downloads it again"
+        ) from exc
     except (CrossDevice, DestinationExists) as exc:
         raise PermanentError(str(exc)) from exc
     detail = _detail(source, result)
