@@ -42,15 +42,22 @@ def record_import(cli: Cli, run_id: str, path: str, sha256: str | None) -> None:
         app.close()
 
 
+def imported_film(cli: Cli, tmp_path: Path, *, recorded: bool) -> tuple[str, Path]:
+    """A run of a torrent qBittorrent does not have, that imported one small file (with its
+    SHA-256 recorded or not)."""
+    run_id = cli.start(ABSENT_HASH)
+    library_file = tmp_path / "library" / "Film.mkv"
+    library_file.write_bytes(b"abc")
+    record_import(cli, run_id, str(library_file),
+                  hashlib.sha256(b"abc").hexdigest() if recorded else None)
+    return run_id, library_file
+
+
 @pytest.mark.qbittorrent
 def test_a_file_imported_with_sha256_is_checked_against_it_once_the_torrent_is_gone(
     qbt_cli: Cli, tmp_path: Path
 ) -> None:
-    run_id = qbt_cli.start(ABSENT_HASH)
-    library_file = tmp_path / "library" / "Film.mkv"
-    library_file.write_bytes(b"abc")
-    record_import(qbt_cli, run_id, str(library_file), hashlib.sha256(b"abc").hexdigest())
-
+    run_id, library_file = imported_film(qbt_cli, tmp_path, recorded=True)
     [checked] = qbt_cli.json("verify", run_id)["files"]
     assert (checked["status"], checked["by"]) == ("ok", "sha256")
 
@@ -65,10 +72,7 @@ def test_a_file_imported_with_sha256_is_checked_against_it_once_the_torrent_is_g
 def test_without_pieces_or_a_recorded_hash_a_file_is_unverifiable(
     qbt_cli: Cli, tmp_path: Path
 ) -> None:
-    run_id = qbt_cli.start(ABSENT_HASH)
-    library_file = tmp_path / "library" / "Film.mkv"
-    library_file.write_bytes(b"abc")
-    record_import(qbt_cli, run_id, str(library_file), None)
+    run_id, _ = imported_film(qbt_cli, tmp_path, recorded=False)
     result = qbt_cli.invoke("--json", "verify", run_id)
     assert result.exit_code == 1, result.output
     [checked] = json.loads(result.stdout)["files"]
