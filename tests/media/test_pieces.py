@@ -185,6 +185,12 @@ def test_piece_aligned_files_with_zero_padding_are_recognised(tmp_path: Path) ->
     for name in ("x.mkv", "y.mkv"):
         pieces = layout.pieces_of(layout.index_of(folder / name))
         assert check_file_pieces(folder / name, pieces, check=no_check) == len(pieces.hashes)
+    # The same torrent with its padding file listed (never on disk): zeros all the same.
+    listed = TorrentLayout.build(
+        PIECE, hashes, [folder / "x.mkv", folder / ".pad" / "12768", folder / "y.mkv"],
+        [20_000, 2 * PIECE - 20_000, 9_000], [None, None, None])
+    pieces = listed.pieces_of(listed.index_of(folder / "x.mkv"))
+    assert check_file_pieces(folder / "x.mkv", pieces, check=no_check) == 2
 
 
 def test_a_torrent_without_v1_hashes_or_with_unknown_padding_is_unavailable(

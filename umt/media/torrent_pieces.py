@@ -4,9 +4,10 @@ qBittorrent reports the v1 piece hashes (``torrents/pieceHashes``, for magnets t
 metadata is known), the piece length (``torrents/properties``) and the files in torrent order
 with their sizes and piece ranges (``torrents/files``). The files follow each other in the
 torrent's byte stream, either back to back (v1) or each starting on a piece boundary with zero
-padding between them (hybrid v1+v2 torrents; qBittorrent does not list the padding files): the
-layout whose piece ranges and piece count match qBittorrent's is the one used. A file's first
-and last piece may hold bytes of its neighbours; those are read from the download folder.
+padding between them (hybrid v1+v2 torrents; qBittorrent does not list the padding files, and
+``.pad/<n>`` files that it would list are read as zeros): the layout whose piece ranges and
+piece count match qBittorrent's is the one used. A file's first and last piece may hold bytes
+of its neighbours; those are read from the download folder.
 
 Only v1 hashes are used. A v2-only torrent has none: its import falls back to ``sha256``.
 """
@@ -101,7 +102,7 @@ class TorrentLayout:
         for index in range(first, last):
             path, start, size = self.paths[index], self.starts[index], self.sizes[index]
             low, high = max(begin, start), min(end, start + size)
-            if low >= high:
+            if low >= high or _is_padding(path):
                 continue
             try:
                 with open(path, "rb", buffering=0) as file:
@@ -118,6 +119,11 @@ class TorrentLayout:
                 )
             data[low - begin : high - begin] = chunk
         return bytes(data)
+
+
+def _is_padding(path: Path) -> bool:
+    """A BEP 47 padding file (``.pad/<size>``) that a client lists: zeros, never on disk."""
+    return path.parent.name == ".pad" and path.name.isdigit()
 
 
 def _starts(sizes: Sequence[int], piece_length: int, *, aligned: bool) -> tuple[int, ...]:
