@@ -1,6 +1,7 @@
 """Imports verified against the torrent's own piece hashes, with real qbittorrent-nox processes:
 a good copy, a byte flipped in the download after qBittorrent finished it, a multi-file torrent
-whose files straddle 16 KiB pieces, and ``umt verify`` of a hardlinked import."""
+whose files straddle 16 KiB pieces, ``umt verify`` of a hardlinked import, and the piece hashes
+of a magnet."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torf
 
 from tests.media.pipeline import REPO, Pipeline
 from tests.support.qbittorrent import (
@@ -22,7 +24,10 @@ from tests.support.qbittorrent import (
     torrent_file,
     wait_until,
 )
+from umt.media.importing import check_file_pieces
 from umt.media.reconcile import reconcile
+from umt.media.sources import parse_source
+from umt.media.torrent_pieces import layout_of, pieces_of_file
 from umt.records import ledger
 
 pytestmark = [pytest.mark.qbittorrent, pytest.mark.slow]
@@ -175,3 +180,17 @@ def test_umt_verify_rechecks_a_hardlinked_import(
 def umt_verify(pipeline: Pipeline, run_id: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(pipeline.umt_command("--json", "verify", run_id), cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_a_magnets_piece_hashes_come_from_qbittorrent_once_it_has_the_metadata(
+    fresh_client: QbtInstance, film: SeededTorrent, swarm: Swarm
+) -> None:
+    qbt = fresh_client.adapter()
+    qbt.add(parse_source(f"magnet:?xt=urn:btih:{film.info_hash}"), category="umt", tags=[])
+    qbt.add_peers(film.info_hash, [f"127.0.0.1:{swarm.seeder.bt_port}"])
+    torrent = wait_until(lambda: _complete(qbt, film.info_hash), timeout=60, what="the magnet")
+    layout = layout_of(qbt, torrent)
+    assert layout.hashes == tuple(torf.Torrent.read_stream(film.torrent_bytes).hashes)
+    content = Path(torrent.content_path)
+    pieces = pieces_of_file(layout, content)
+    assert check_file_pieces(content, pieces, check=lambda: None) == len(layout.hashes)
