@@ -164,7 +164,7 @@ def _import_one(
             f"{destination} already exists in the library and was not imported by this run; "
             "umt never replaces a library file"
         )
-    created = ensure_dir_inside(destination.parent, library_root)
+    created = ensure_dir_inside(destination.parent, library_root, request.permissions)
     size = source.stat().st_size
     ledger.record(step, operation, ledger.INTENT, {
         "source": str(source), "size": size, "mode": request.import_mode,
@@ -182,7 +182,7 @@ def _import_one(
             source, destination, mode=request.import_mode, check=step.check,
             progress=lambda done, total: step.progress(done, total, file=destination.name),
             verify=request.verify, before_rename=before_rename,
-            owner=f"e{step.lease_epoch}",
+            owner=f"e{step.lease_epoch}", permissions=request.permissions,
         )
     except (CrossDevice, DestinationExists) as exc:
         raise PermanentError(str(exc)) from exc
