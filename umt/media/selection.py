@@ -1,8 +1,7 @@
-"""Which files of a finished download to import.
+"""Which files of a finished download may be imported (``umt.media.packs`` chooses among them).
 
 ``content_path`` is what qBittorrent reports: the file of a single-file torrent, or the folder of
-a multi-file one. By default the single largest video file is chosen; with ``all_files`` every
-regular file is. Either way these are skipped:
+a multi-file one. These are never imported:
 
 - hidden files and anything under a hidden folder (qBittorrent's ``.unwanted`` folder, say);
 - partial files: ``.!qB`` (incomplete), ``.parts`` (pieces of unselected files), ``.part``;
@@ -31,7 +30,6 @@ __all__ = [
     "MediaFile",
     "NoMediaFile",
     "media_files",
-    "select_media_files",
     "without_samples",
 ]
 
@@ -70,22 +68,6 @@ class MediaFile:
     @property
     def is_subtitle(self) -> bool:
         return self.path.suffix.lower() in SUBTITLE_EXTENSIONS
-
-
-def select_media_files(content_path: Path, *, all_files: bool) -> list[Path]:
-    """The files of ``content_path`` to import: the largest video, or all files, sorted."""
-    candidates = media_files(content_path)
-    videos = [c for c in candidates if c.is_video]
-    wanted = without_samples(candidates)
-    if all_files:
-        if not wanted:
-            raise NoMediaFile(f"no file to import in {content_path}")
-        return [c.path for c in sorted(wanted, key=lambda c: c.relative)]
-    if not videos:
-        extensions = " ".join(sorted(VIDEO_EXTENSIONS))
-        raise NoMediaFile(f"no video file in {content_path} (looked for {extensions})")
-    best = min(videos, key=lambda c: (-c.size, c.relative))
-    return [best.path]
 
 
 def without_samples(files: list[MediaFile]) -> list[MediaFile]:
