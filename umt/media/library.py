@@ -31,6 +31,7 @@ from umt.media.importing import (
     ensure_dir_inside,
     holds_import,
     import_file,
+    readable_by_group,
     remove_stray_partial,
 )
 from umt.media.naming import (
@@ -186,9 +187,19 @@ def _import_one(
         )
     except (CrossDevice, DestinationExists) as exc:
         raise PermanentError(str(exc)) from exc
+    _warn_if_group_cannot_read(request, result)
     detail = _detail(source, result)
     ledger.record(step, operation, ledger.DONE, detail)
     return ImportedFile(**detail)
+
+
+def _warn_if_group_cannot_read(request: AcquireRequest, result: ImportResult) -> None:
+    """A hardlink keeps the download's mode and group (umt leaves qBittorrent's file alone)."""
+    gid = request.group_id
+    if (result.method == "hardlink" and gid is not None
+            and not readable_by_group(result.dest.stat(), gid)):
+        log.warning("%s is a hardlink of a download that library.group (gid %d) cannot read; "
+                    "see 'umt doctor'", result.dest, gid)
 
 
 def _finished_import(

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["NO_PERMISSIONS", "Permissions", "unreadable_by_group"]
+__all__ = ["NO_PERMISSIONS", "Permissions", "readable_by_group", "unreadable_by_group"]
 
 _GROUP_READ = stat.S_IRGRP
 _OTHERS_READ = stat.S_IROTH
