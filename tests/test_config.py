@@ -1,3 +1,4 @@
+import grp
 import os
 import re
 from datetime import timedelta
@@ -286,6 +287,14 @@ def test_unknown_keys_are_errors(tmp_path: Path, text: str, fragments: list[str]
         ('[library]\nnaming_template = "{}/{0}"\n', ["library.naming_template", "named"]),
         ('[library]\nnaming_template = "../{title}"\n', ["library.naming_template", "inside"]),
         ('[library]\nnaming_template = "/abs/{title}"\n', ["library.naming_template", "inside"]),
+        ('[library]\nnaming_template = "{title:02d}"\n', ["library.naming_template", "format"]),
+        ('[library]\nfile_mode = "0648"\n', ["library.file_mode", "octal mode"]),
+        ('[library]\nfile_mode = "rw-r-----"\n', ["library.file_mode", "octal mode"]),
+        ("[library]\nfile_mode = 640\n", ["library.file_mode", "in quotes"]),
+        ('[library]\nfile_mode = "0040"\n', ["library.file_mode", "owner"]),
+        ('[library]\ndir_mode = "0640"\n', ["library.dir_mode", "owner", "search"]),
+        ('[library]\ngroup = "no-such-group-umt"\n', ["library.group", "no group"]),
+        ('[library]\ngroup = "99999999999"\n', ["library.group", "out of range"]),
         ('[qbittorrent]\nurl = "127.0.0.1:8080"\n', ["qbittorrent.url", "http(s) URL"]),
         ('[qbittorrent]\nurl = "http://u:p@host"\n', ["qbittorrent.url", "credentials"]),
         ('[qbittorrent]\ncategory = ""\n', ["qbittorrent.category", "empty"]),
@@ -466,3 +475,14 @@ def test_mask_database_url(url: str, shown: str) -> None:
 
 def test_section_table_matches_settings_fields() -> None:
     assert list(config._SECTIONS) == list(Settings.model_fields)
+
+
+def test_permission_settings_are_normalised(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml",
+                 '[library]\nfile_mode = "640"\ndir_mode = "0o2775"\ngroup = "users"\n')
+    library = load_settings(path, env={}).library
+    assert (library.file_mode, library.dir_mode, library.group) == ("0640", "2775", "users")
+    assert library.permissions == (0o640, 0o2775, grp.getgrnam("users").gr_gid)
+    from_env = load_settings(None, env={"UMT_LIBRARY_GROUP": "4321"}).library
+    assert from_env.permissions == (None, None, 4321)
+    assert Settings().library.permissions == (None, None, None)

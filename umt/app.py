@@ -144,6 +144,7 @@ class App:
         from umt.media.request import AcquireRequest
 
         library = self.settings.library
+        file_mode, dir_mode, group_id = library.permissions
         return AcquireRequest(
             source=source.to_json(),
             info_hash=source.info_hash,
@@ -164,4 +165,5 @@ class App:
             naming_template=library.naming_template,
             all_files=library.all_files,
             verify=library.verify,
+            file_mode=file_mode, dir_mode=dir_mode, group_id=group_id,
         )

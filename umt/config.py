@@ -7,6 +7,7 @@ message naming the file, key or variable. ``config.example.toml`` documents ever
 from __future__ import annotations
 
 import difflib
+import grp
 import os
 import re
 import shlex
@@ -88,6 +89,9 @@ ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
         "library.naming_template": "UMT_LIBRARY_NAMING_TEMPLATE",
         "library.all_files": "UMT_LIBRARY_ALL_FILES",
         "library.verify": "UMT_LIBRARY_VERIFY",
+        "library.file_mode": "UMT_LIBRARY_FILE_MODE",
+        "library.dir_mode": "UMT_LIBRARY_DIR_MODE",
+        "library.group": "UMT_LIBRARY_GROUP",
         "acquire.retention": "UMT_RETENTION",
         "acquire.download_timeout": "UMT_ACQUIRE_DOWNLOAD_TIMEOUT",
         "acquire.stall_timeout": "UMT_ACQUIRE_STALL_TIMEOUT",
@@ -323,12 +327,76 @@ class QbittorrentSettings(_Section):
         return value or None
 
 
+_MAX_GID: Final = 2**32 - 2
+_OCTAL_MODE: Final = re.compile(r"(?:0o)?([0-7]{3,4})", re.IGNORECASE)
+
+
+def _octal_mode(needed: int, what: str) -> BeforeValidator:
+    """An octal mode string (``"0640"``, ``"2775"``) that keeps ``needed`` for umt itself,
+    normalised to four digits; empty is None (left as created)."""
+
+    def check(value: object) -> object:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ValueError('write the mode as an octal string in quotes, e.g. "0640"')
+        match = _OCTAL_MODE.fullmatch(value.strip())
+        if match is None:
+            raise ValueError(f"{value[:_SHOWN_CHARS]!r} is not an octal mode such as "
+                             '"0640" or "2775"')
+        mode = int(match.group(1), 8)
+        if mode & needed != needed:
+            raise ValueError(f"{match.group(1)} must give the owner (umt) {what} ({needed:o})")
+        return f"{mode:04o}"
+
+    return BeforeValidator(check)
+
+
+def _group(value: object) -> object:
+    """A group name that exists here or a numeric gid; empty is None (left as created)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ValueError("not a group name or numeric gid")
+    text = value.strip()
+    if text.isdigit():
+        if int(text) > _MAX_GID:
+            raise ValueError(f"gid {text[:_SHOWN_CHARS]} is out of range")
+        return text
+    try:
+        grp.getgrnam(text)
+    except (KeyError, ValueError):
+        raise ValueError(f"no group {text[:_SHOWN_CHARS]!r} on this machine") from None
+    return text
+
+
+def group_id(group: str) -> int:
+    """The gid of ``library.group`` (a name that exists here or a number)."""
+    return int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+
+
 class LibrarySettings(_Section):
     dir: Path = Field(default_factory=lambda: default_data_dir() / "library")
     import_mode: ImportMode = "auto"
     naming_template: str = DEFAULT_TEMPLATE
     all_files: bool = False
     verify: VerifyMode = "sha256"
+    #: Mode of the files and folders imports create ("0640"); None: as the umask leaves them.
+    file_mode: Annotated[str | None, _octal_mode(0o400, "read")] = None
+    dir_mode: Annotated[str | None, _octal_mode(0o700, "read, write and search")] = None
+    #: Group given to what imports create, a name or a gid; None: umt's own group.
+    group: Annotated[str | None, BeforeValidator(_group)] = None
+
+    @property
+    def permissions(self) -> tuple[int | None, int | None, int | None]:
+        """(file mode, folder mode, gid) as numbers."""
+        return (
+            int(self.file_mode, 8) if self.file_mode else None,
+            int(self.dir_mode, 8) if self.dir_mode else None,
+            group_id(self.group) if self.group else None,
+        )
 
     @field_validator("dir", mode="before")
     @classmethod

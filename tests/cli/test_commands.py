@@ -325,6 +325,32 @@ def test_doctor_reports_a_missing_config_file_as_a_failed_check(cli: Cli) -> Non
     assert result.stderr == "umt: error: 1 check(s) failed: config\n"
 
 
+def test_doctor_warns_when_the_library_group_cannot_read_the_downloads(
+    cli: Cli, tmp_path: Path,
+) -> None:
+    downloads, library = tmp_path / "doctor-downloads", tmp_path / "doctor-library"
+    (downloads / "Pack").mkdir(parents=True)
+    library.mkdir()
+    (downloads / "Pack" / "readable.mkv").write_bytes(b"x")
+    (downloads / "Pack" / "readable.mkv").chmod(0o644)
+    (downloads / "Pack" / "private.mkv").write_bytes(b"x")
+    (downloads / "Pack" / "private.mkv").chmod(0o600)
+    env = {"UMT_DOWNLOAD_DIR": str(downloads), "UMT_LIBRARY_DIR": str(library),
+           "UMT_LIBRARY_GROUP": "65534"}  # a group the files do not have: "others" must read
+
+    def group_check(extra: dict[str, str]) -> dict[str, str]:
+        checks = json.loads(cli.invoke("doctor", "--json", env={**env, **extra}).stdout)["checks"]
+        return next(check for check in checks if check["name"] == "library group")
+
+    warned = group_check({})
+    assert warned["status"] == "warn" and "cannot read 1 of 2 file(s)" in warned["detail"]
+    assert "private.mkv, mode 0600" in warned["detail"] and "UMask" in warned["fix"]
+    assert group_check({"UMT_IMPORT_MODE": "copy"})["status"] == "ok"
+    (downloads / "Pack" / "private.mkv").chmod(0o604)
+    assert group_check({})["status"] == "ok"
+    assert group_check({"UMT_LIBRARY_GROUP": ""})["status"] == "skip"
+
+
 def test_umt_debug_adds_the_traceback(cli: Cli) -> None:
     quiet = cli.invoke("status", RUN_ID)
     assert "Traceback" not in quiet.stderr

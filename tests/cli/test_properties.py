@@ -40,6 +40,9 @@ JSONISH = st.one_of(
                      '{"k": [1, 2.5, "x"]}', str(10**25)]),
     HOSTILE_TEXT,
 )
+#: What library.file_mode, .dir_mode and .group may be given: modes, names, gids, nonsense.
+MODEISH = st.sampled_from(["0640", "640", "0o2775", "2750", "0648", "7777", "0000", "0040", "rwx",
+                           "users", "root", "no-such-group", "65534", "99999999999", "-1", " "])
 RUN_IDS = st.one_of(st.uuids().map(str), HOSTILE_TEXT)
 SOURCES = st.one_of(
     st.builds(magnet, st.just(INFO_HASH), HOSTILE_TEXT.filter(lambda t: "&" not in t)),
@@ -81,7 +84,7 @@ COMMANDS = st.one_of(
 SETTINGS = st.dictionaries(
     st.sampled_from(sorted(set(ENV_VARS.values()) - {"UMT_DATABASE_URL"})),
     st.one_of(HOSTILE_TEXT.filter(lambda t: "\0" not in t), NUMBERISH, DURATIONISH.filter(
-        lambda t: "\0" not in t)),
+        lambda t: "\0" not in t), MODEISH),
     max_size=2,
 )
 _counter = itertools.count()
@@ -133,6 +136,22 @@ def test_every_setting_gets_a_documented_answer(
     cli = _fresh_cli(workspace, shared_database=False)
     env: dict[str, str | None] = dict(values)
     _check(cli, args, env)
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("UMT_LIBRARY_FILE_MODE", "0648"), ("UMT_LIBRARY_FILE_MODE", "u=rw"),
+    ("UMT_LIBRARY_FILE_MODE", "0200"), ("UMT_LIBRARY_DIR_MODE", "0600"),
+    ("UMT_LIBRARY_GROUP", "no-such-group"), ("UMT_LIBRARY_GROUP", "99999999999"),
+])
+@pytest.mark.parametrize("args", [["runs"], ["start-acquire", magnet()]])
+def test_a_bad_permission_setting_is_refused_and_writes_nothing(
+    workspace: Path, variable: str, value: str, args: list[str],
+) -> None:
+    cli = _fresh_cli(workspace, shared_database=False)
+    result = cli.invoke(*args, env={variable: value})
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("umt: error: ") and variable in result.stderr
+    assert _database_state(cli.db_path) is None
 
 
 def _fresh_cli(workspace: Path, *, shared_database: bool) -> Cli:

@@ -77,6 +77,7 @@ def run_checks(app: Application) -> list[Check]:
     checks.append(_paths_check(settings, qbt))
     checks.append(_library_check(settings))
     checks.append(_hardlink_check(settings, qbt))
+    checks.append(_group_read_check(settings, qbt))
     return checks
 
 
@@ -207,6 +208,35 @@ def _hardlink_check(settings: Settings, qbt: QbtClient | None) -> Check:
     return Check("hardlinks", "fail", problem,
                  "put the download and library folders on one filesystem, or set "
                  "library.import_mode = \"auto\"")
+
+
+def _group_read_check(settings: Settings, qbt: QbtClient | None) -> Check:
+    """A hardlinked import keeps the download's mode: can ``library.group`` read downloads?"""
+    library = settings.library
+    if library.group is None:
+        return Check("library group", "skip", "library.group is not set")
+    if library.import_mode == "copy":
+        return Check("library group", "ok", "copies get library.file_mode and library.group")
+    download_dir = _download_dir(settings, qbt)
+    if download_dir is None or not download_dir.is_dir():
+        return Check("library group", "skip", "qBittorrent's download folder is not visible here")
+    from umt.config import group_id
+    from umt.media.importing import unreadable_by_group
+
+    looked, unreadable = unreadable_by_group(download_dir, group_id(library.group))
+    if not unreadable:
+        return Check("library group", "ok", f"group {printable(library.group)} can read the "
+                     f"{looked} file(s) looked at in {download_dir}")
+    example = unreadable[0]
+    mode = f"{example.lstat().st_mode & 0o7777:04o}"
+    return Check(
+        "library group", "warn",
+        f"group {printable(library.group)} cannot read {len(unreadable)} of {looked} file(s) in "
+        f"{download_dir} (e.g. {printable(str(example))}, mode {mode}); hardlinked imports "
+        "share the download's mode and group",
+        "make qBittorrent create group-readable files (UMask=0002 in its service, the folder "
+        "chgrp'ed to the group with chmod 2775), or set library.import_mode = \"copy\"",
+    )
 
 
 def _download_dir(settings: Settings, qbt: QbtClient | None) -> Path | None:
