@@ -31,7 +31,11 @@ class NotifyTarget:
         sender = _apprise().Apprise()
         if not sender.add(self.url):
             raise NotifyFailed(f"{self.label}: not a usable Apprise URL")
-        if not sender.notify(body=body, title=title):
+        try:
+            taken = sender.notify(body=body, title=title)
+        except Exception as exc:  # its text may quote the URL: only the kind is kept
+            raise NotifyFailed(f"{self.label}: {type(exc).__name__} in Apprise") from None
+        if not taken:
             raise NotifyFailed(f"{self.label}: the service did not take the message")
 
 
