@@ -3,6 +3,7 @@ steps' promises (retried, idempotent, once per event, a warning instead of a fai
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from datetime import timedelta
@@ -10,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.support.mediaservers import Stand, jellyfin, message_sink, plex
+from umt.cli.main import app
 from umt.engine import Engine, Registry, WorkerOptions, Workflow, open_database
 from umt.media import announce
 from umt.media.mediaservers import MediaServer, MediaServerError
@@ -234,3 +237,34 @@ def test_no_server_and_no_service_is_nothing_to_do(engine: Engine) -> None:
 
 def test_notify_target_repr_hides_the_url() -> None:
     assert "secret" not in repr(NotifyTarget("tgram://secret/123", 1))
+
+
+def test_doctor_checks_each_media_server_and_notification_url(
+    tmp_path: Path, stands: list[Stand]
+) -> None:
+    refusing = jellyfin("the-right-one")
+    accepting = plex(TOKEN, {"1": ["/srv"]})
+    stands += [refusing, accepting]
+    config = tmp_path / "umt.toml"
+    config.write_text("\n".join([
+        "[database]", f'url = "sqlite:///{tmp_path}/umt.db"',
+        "[qbittorrent]", f'url = "{closed_port_url()}"',
+        "[library]", f'dir = "{tmp_path}"',
+        "[notify]", f'urls = ["json://127.0.0.1:9/{TOKEN}", "nosuchservice://{TOKEN}@x/"]',
+        "[[media_servers]]", 'kind = "jellyfin"', f'url = "{refusing.url}"', f'token = "{TOKEN}"',
+        "[[media_servers]]", 'kind = "plex"', f'url = "{accepting.url}"', f'token = "{TOKEN}"',
+    ]))
+    config.chmod(0o600)
+    result = CliRunner().invoke(app, ["--config", str(config), "doctor", "--json"],
+                                catch_exceptions=False)
+    assert result.exit_code == 1
+    assert TOKEN not in result.stdout + result.stderr
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["media server jellyfin"]["status"] == "fail"
+    assert "401 (the token was refused)" in checks["media server jellyfin"]["detail"]
+    assert checks["media server plex"]["status"] == "ok"
+    assert checks["notifications"]["status"] == "fail"
+    assert checks["notifications"]["detail"].startswith("nosuchservice#2: ")
+    assert "json#1" not in checks["notifications"]["detail"]
+    # Nothing was sent: the json:// URL was only parsed.
+    assert not refusing.requests_to("/Library/Media/Updated")
