@@ -224,6 +224,23 @@ def _non_empty(value: str) -> str:
 NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
 
 
+def _http_url(value: str, *, example: str, credentials: str) -> str:
+    try:
+        parts = urlsplit(value)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        usable = False
+    if not usable:
+        raise ValueError(f"not an http(s) URL such as '{example}'")
+    if "@" in parts.netloc:
+        raise ValueError(f"put credentials in {credentials}, not in the URL")
+    return value
+
+
+def _media_server_url(value: str) -> str:
+    return _http_url(value, example="http://127.0.0.1:8096", credentials="token")
+
+
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME))
 
@@ -310,16 +327,8 @@ class QbittorrentSettings(_Section):
     @field_validator("url")
     @classmethod
     def _check_url(cls, value: str) -> str:
-        try:
-            parts = urlsplit(value)
-            usable = parts.scheme in ("http", "https") and bool(parts.hostname)
-        except ValueError:
-            usable = False
-        if not usable:
-            raise ValueError("not an http(s) URL such as 'http://127.0.0.1:8080'")
-        if "@" in parts.netloc:
-            raise ValueError("put credentials in qbittorrent.username/password, not in the URL")
-        return value
+        return _http_url(value, example="http://127.0.0.1:8080",
+                         credentials="qbittorrent.username/password")
 
     @field_validator("download_dir")
     @classmethod
@@ -403,19 +412,6 @@ class EngineSettings(_Section):
         return value
 
 
-def _http_url(value: str) -> str:
-    try:
-        parts = urlsplit(value)
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:
-        usable = False
-    if not usable:
-        raise ValueError("not an http(s) URL such as 'http://127.0.0.1:8096'")
-    if "@" in parts.netloc:
-        raise ValueError("put the credential in token, not in the URL")
-    return value
-
-
 def _url_list(value: object) -> object:
     """A list, or text with the URLs separated by spaces or commas (UMT_NOTIFY_URLS)."""
     if isinstance(value, str):
@@ -451,7 +447,7 @@ class MediaServerSettings(_Section):
     """One ``[[media_servers]]`` table: a Jellyfin, Emby or Plex server to tell about imports."""
 
     kind: Literal["jellyfin", "emby", "plex"]
-    url: Annotated[str, AfterValidator(_http_url)]
+    url: Annotated[str, AfterValidator(_media_server_url)]
     token: SecretStr
     #: How umt names the server in its ledger and messages (default: its kind).
     name: str | None = None

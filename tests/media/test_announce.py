@@ -24,14 +24,6 @@ from umt.records import RECORDS_MIGRATIONS, business_schema, ledger
 TOKEN = "s3cr3t-t0ken-value"
 
 
-@pytest.fixture
-def stands() -> Iterator[list[Stand]]:
-    started: list[Stand] = []
-    yield started
-    for stand in started:
-        stand.stop()
-
-
 def closed_port_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,14 +33,6 @@ def movie(swarm: Swarm, base: Path) -> SeededTorrent:
     folder = base / "seeded"
     make_payload(folder, "Announced.Film.2026.1080p.mkv", 8 * MiB, seed=14)
     return swarm.seed(folder / "Announced.Film.2026.1080p.mkv")
-
-
-@pytest.fixture
-def stands() -> Iterator[list[Stand]]:
-    started: list[Stand] = []
-    yield started
-    for stand in started:
-        stand.stop()
 
 
 def closed_port() -> int:

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from umt.engine import RetryPolicy, StepContext
+from umt.media.importing.failures import human
 from umt.media.mediaservers import MediaServer, MediaServerError
 from umt.media.notifier import NotifyFailed, NotifyTarget
 from umt.records import ledger
@@ -136,7 +137,7 @@ def message(
     name = short_title(title)
     lines = [f"{name}: {event}"]
     if size is not None:
-        lines.append(f"size: {_size(size)}")
+        lines.append(f"size: {human(size)}")
     shown = [printable(path) for path in paths[:SHOWN_PATHS]]
     if len(paths) > SHOWN_PATHS:
         shown.append(f"and {len(paths) - SHOWN_PATHS} more")
@@ -151,15 +152,6 @@ def message(
 def short_reason(reason: str) -> str:
     shown = printable(reason)
     return shown if len(shown) <= 400 else shown[:399] + "…"
-
-
-def _size(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
 
 
 def outcome_event(run_status: str, run_error: dict[str, Any] | None) -> str:

@@ -80,7 +80,7 @@ def run_checks(app: Application) -> list[Check]:
     checks.append(_library_check(settings))
     checks.append(_hardlink_check(settings, qbt))
     checks.extend(_media_server_checks(app))
-    checks.append(_notify_check(settings))
+    checks.extend(_notify_checks(settings))
     return checks
 
 
@@ -276,20 +276,20 @@ def _media_server_checks(app: Application) -> list[Check]:
     return checks
 
 
-def _notify_check(settings: Settings) -> Check:
+def _notify_checks(settings: Settings) -> list[Check]:
     """Each Apprise URL parses (nothing is sent; the URLs hold tokens and are not shown)."""
     from umt.media.notifier import syntax_problem, targets
 
     urls = [url.get_secret_value() for url in settings.notify.urls]
     if not urls:
-        return Check("notifications", "skip", "notify.urls is empty")
+        return []
     problems = [f"{target.label}: {problem}" for target in targets(urls)
                 if (problem := syntax_problem(target.url)) is not None]
     if problems:
-        return Check("notifications", "fail", "; ".join(problems),
-                     "fix notify.urls (UMT_NOTIFY_URLS); the forms are in Apprise's wiki")
+        return [Check("notifications", "fail", "; ".join(problems),
+                      "fix notify.urls (UMT_NOTIFY_URLS); the forms are in Apprise's wiki")]
     labels = ", ".join(target.label for target in targets(urls))
-    return Check("notifications", "ok", f"{len(urls)} Apprise URL(s) understood: {labels}")
+    return [Check("notifications", "ok", f"{len(urls)} Apprise URL(s) understood: {labels}")]
 
 
 def _print(app: Application, checks: list[Check]) -> None:
