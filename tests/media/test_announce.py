@@ -140,10 +140,11 @@ def test_outcome_events() -> None:
 FAST_RETRY = announce.retry_policy(3, timedelta(0))
 
 
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    database = open_database(f"sqlite:///{tmp_path / 'umt.db'}",
-                             schemas=("umt", business_schema("umt")))
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    url = (f"sqlite:///{tmp_path / 'umt.db'}" if request.param == "sqlite"
+           else str(request.getfixturevalue("pg_url")))
+    database = open_database(url, schemas=("umt", business_schema("umt")))
     engine = Engine(database, migration_sets=[RECORDS_MIGRATIONS])
     engine.migrate()
     yield engine

@@ -175,3 +175,24 @@ def test_a_canceled_run_is_announced_once(
         assert steps[-1] == "notify-outcome"
     finally:
         pipeline.close()
+
+
+def test_a_stalled_download_is_announced_as_stalled_with_its_reason(
+    tmp_path: Path, fresh_client: QbtInstance, stands: list[Stand],
+) -> None:
+    sink = message_sink()
+    stands.append(sink)
+    pipeline = Pipeline(tmp_path / "umt", fresh_client, f"sqlite:///{tmp_path}/umt.db",
+                        stall_timeout="2s",
+                        extra_config="\n".join(["[notify]", f'urls = ["{sink_url(sink)}"]']))
+    try:
+        run_id = pipeline.start("magnet:?xt=urn:btih:" + "cd" * 20, title="Nobody Seeds")
+        with pipeline.worker():
+            run = pipeline.wait(run_id, timeout=120)
+        assert run.status == "failed" and run.compensation == "succeeded", run.error
+        [message] = sink.messages()
+        assert message["title"] == "umt: Nobody Seeds stalled"
+        assert "reason: step 'check-progress' failed" in message["message"]
+        assert "no progress for" in message["message"] and run_id in message["message"]
+    finally:
+        pipeline.close()
