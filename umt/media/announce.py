@@ -98,8 +98,9 @@ def _each(
                           {"reason": "an interrupted attempt may have sent it"})
             done.append(label)
             continue
+        # Recording checks whether the run is still this execution's; nothing checks again
+        # before the send, so an intent without an outcome only follows a death mid-send.
         ledger.record(step, operation, ledger.INTENT, {"attempt": step.attempt})
-        step.check()
         try:
             detail = act(target)
         except (MediaServerError, NotifyFailed) as exc:
