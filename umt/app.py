@@ -109,8 +109,7 @@ class App:
         return tuple(
             MediaServer(server.kind, server.label, server.url, server.token.get_secret_value(),
                         library_path=server.library_path,
-                        library_dir=str(self.settings.library.dir),
-                        timeout=self.settings.qbittorrent.timeout.total_seconds())
+                        library_dir=str(self.settings.library.dir))
             for server in self.settings.media_servers
         )
 
