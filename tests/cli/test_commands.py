@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import INFO_HASH, OTHER_HASH, Cli, magnet
+from umt.media.acquire import WORKFLOW_VERSION
 
 RUN_ID = "0b7c5a1e-4f7d-4a53-9a38-2c8f1d4e6b90"
 
@@ -121,12 +122,12 @@ def test_cancel_wait_reports_a_compensation_nobody_runs(cli: Cli) -> None:
 def test_status_human_and_json(cli: Cli) -> None:
     run_id = cli.start()
     human = cli.ok("status", run_id).stdout
-    assert f"run {run_id}  acquire@1  pending" in human
+    assert f"run {run_id}  acquire@{WORKFLOW_VERSION}  pending" in human
     assert "title:    Some Film [2160p]" in human
     status = cli.json("status", run_id)
     assert {key: status[key] for key in ("run_id", "workflow", "version", "status", "steps",
                                          "output", "error", "detail", "compensation")} == {
-        "run_id": run_id, "workflow": "acquire", "version": "1", "status": "pending",
+        "run_id": run_id, "workflow": "acquire", "version": WORKFLOW_VERSION, "status": "pending",
         "steps": [], "output": None, "error": None, "detail": None, "compensation": None,
     }
     cli.ok("cancel", run_id)
@@ -158,7 +159,7 @@ def test_runs_on_a_database_that_does_not_exist_creates_nothing(cli: Cli) -> Non
 def test_show_timeline_and_ledger(cli: Cli) -> None:
     run_id = cli.start()
     human = cli.ok("show", run_id).stdout
-    assert f"run {run_id}  acquire@1  pending" in human
+    assert f"run {run_id}  acquire@{WORKFLOW_VERSION}  pending" in human
     assert "no step has started yet" in human and "ledger: no entries" in human
     shown = cli.json("show", run_id)
     assert shown["run_id"] == run_id and shown["steps"] == [] and shown["ledger"] == []

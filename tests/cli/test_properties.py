@@ -152,6 +152,47 @@ def test_a_bad_permission_setting_is_refused_and_writes_nothing(
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("umt: error: ") and variable in result.stderr
     assert _database_state(cli.db_path) is None
+def _toml_string(text: str) -> str:
+    return '"' + "".join(
+        ch if ch.isprintable() and ch not in '"\\' else f"\\u{ord(ch):04x}" for ch in text
+        if not 0xD800 <= ord(ch) <= 0xDFFF
+    ) + '"'
+
+
+TOKEN = "tok-" + "7" * 20
+#: A [[media_servers]] table: a usable one with one key changed to something hostile, dropped,
+#: or repeated (two servers of one name).
+MEDIA_SERVER_TABLES = st.tuples(
+    st.sampled_from(["kind", "url", "token", "name", "library_path", "extra"]),
+    st.one_of(HOSTILE_TEXT, NUMBERISH, st.sampled_from(
+        ["plex", "emby", "jellyfin", "JELLYFIN", "http://127.0.0.1:1", "ftp://x", "http://u:p@h",
+         "/media", "media", "", "a" * 41, "tok\x00en"])),
+    st.sampled_from(["replace", "drop", "twice"]),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(table=MEDIA_SERVER_TABLES, urls=st.lists(st.one_of(HOSTILE_TEXT, st.sampled_from(
+           ["json://127.0.0.1:1/", "ntfys://ntfy.sh/t", "x", "a:b", "://"])), max_size=3),
+       args=st.sampled_from([["runs"], ["tables"], ["start-acquire", magnet()]]))
+def test_every_media_server_and_notify_setting_gets_a_documented_answer(
+    workspace: Path, table: tuple[str, str, str], urls: list[str], args: list[str]
+) -> None:
+    key, value, how = table
+    server = {"kind": '"jellyfin"', "url": '"http://127.0.0.1:8096"', "token": f'"{TOKEN}"'}
+    if how == "drop":
+        server.pop(key, None)
+    else:
+        server[key] = _toml_string(value)
+    lines = ["[notify]", "urls = [" + ", ".join(_toml_string(u) for u in urls) + "]"]
+    for _ in range(2 if how == "twice" else 1):
+        lines += ["[[media_servers]]", *(f"{k} = {v}" for k, v in server.items())]
+    cli = _fresh_cli(workspace, shared_database=False)
+    cli.write_config("\n".join(lines) + "\n")
+    result = cli.invoke(*args)
+    # The token is never repeated back, whatever else is wrong.
+    assert TOKEN not in result.stdout + result.stderr
+    _check(cli, args, {})
 
 
 def _fresh_cli(workspace: Path, *, shared_database: bool) -> Cli:

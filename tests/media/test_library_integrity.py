@@ -104,7 +104,7 @@ def test_two_runs_for_one_library_path_one_wins_and_the_other_keeps_its_download
         assert kept is not None and kept.content_path is not None
         assert Path(kept.content_path).exists()
         assert [s.name for s in pipeline.engine.steps(loser) if s.phase == "compensation"] == [
-            "discard-partial-imports", "catalog-kept-imports",
+            "discard-partial-imports", "catalog-kept-imports", "notify-outcome",
         ]
     finally:
         pipeline.close()
