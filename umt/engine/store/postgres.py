@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -27,9 +28,13 @@ from umt.engine.store.database import (
 )
 from umt.engine.store.driver_errors import postgres_errors
 from umt.engine.store.queries import QuerySet
+from umt.engine.store.tcp_liveness import liveness_parameters, not_in_url
 from umt.engine.store.urls import mask_database_url
 
 log = logging.getLogger(__name__)
+
+#: The lease the TCP liveness settings are derived from when the caller names none.
+DEFAULT_LEASE = timedelta(seconds=30)
 
 
 class _PostgresCodec:
@@ -67,6 +72,7 @@ class PostgresDatabase(Database):
         pool_size: int = 4,
         connect_timeout: float = 5.0,
         application_name: str = "umt",
+        lease: timedelta = DEFAULT_LEASE,
     ) -> None:
         super().__init__(QuerySet.load("umt.engine.store", "sql/postgresql.sql"))
         if not schemas:
@@ -79,6 +85,7 @@ class PostgresDatabase(Database):
             "autocommit": True,
             "connect_timeout": max(1, round(connect_timeout)),
             "application_name": application_name,
+            **not_in_url(url, liveness_parameters(lease)),
         }
         self._pool = ConnectionPool(
             url,
@@ -159,13 +166,17 @@ class PostgresDatabase(Database):
     def raw_connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A dedicated connection outside the pool (migrations take a session lock on it)."""
         with postgres_errors(self._where):
-            connection = psycopg.connect(self.url, row_factory=dict_row, **self._connect_kwargs)
+            connection = self.connect(row_factory=dict_row)
         try:
             with postgres_errors(self._where):
                 connection.execute("SET timezone TO 'UTC'")
             yield connection
         finally:
             connection.close()
+
+    def connect(self, **options: Any) -> psycopg.Connection[Any]:
+        """A connection of its own (not pooled), with the pool's settings."""
+        return psycopg.connect(self.url, **self._connect_kwargs, **options)
 
     def operation(self) -> AbstractContextManager[Session]:
         # Each round trip costs a worker and a backend CPU time and, after an idle gap, most of
@@ -226,7 +237,7 @@ class PostgresListener(Listener):
                 backoff = min(backoff * 2, 10.0)
 
     def _listen(self, handler: NotificationHandler) -> None:
-        with psycopg.connect(self._database.url, **self._database._connect_kwargs) as connection:
+        with self._database.connect() as connection:
             for channel in self._channels:
                 connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             # Anything may have happened while we were not listening.
