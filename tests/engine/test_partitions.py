@@ -3,14 +3,19 @@ alive and reconnects, a worker cut off from the database fences itself."""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 
-from tests.engine.conftest import wait_until
-from umt.engine import open_database
+from tests.engine.conftest import WorkerThread, stop_workers, wait_for_status, wait_until
+from tests.support.tcp_proxy import TcpProxy
+from umt.engine import Engine, RunStatus, WorkerOptions, Workflow, open_database
 from umt.engine.store.postgres import PostgresDatabase
 from umt.engine.store.tcp_liveness import liveness_parameters
 
@@ -95,3 +100,52 @@ def test_a_setting_in_the_url_wins(backend: str, pg_url: str) -> None:
     assert in_effect["tcp_user_timeout"] == "1234"
     assert in_effect["keepalives_count"] == liveness_parameters(timedelta(seconds=30))[
         "keepalives_count"]
+
+
+def _receive(ctx: Any, signal_name: str) -> Any:
+    received = ctx.wait_for_signal("wait", signal_name)
+    return None if received is None else received.data
+
+
+RECEIVER = Workflow("partition-receiver", "1", _receive)
+
+
+@pytest.fixture
+def proxy(pg_url: str) -> Iterator[TcpProxy]:
+    parts = urlsplit(pg_url)
+    with TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432) as running:
+        yield running
+
+
+def test_a_listener_whose_server_side_is_lost_reconnects_and_wakes_the_worker(
+    backend: str, pg_url: str, proxy: TcpProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    direct = Engine(open_database(pg_url))
+    direct.migrate()
+    options = WorkerOptions(concurrency=1, lease=timedelta(seconds=12),
+                            poll_interval=timedelta(seconds=60))
+    cut_off = Engine(open_database(proxy.url_for(pg_url), lease=options.lease))
+    worker = WorkerThread(cut_off.worker([RECEIVER], options))
+    try:
+        run_id = direct.start(RECEIVER, "ping").run.id
+        worker.start()
+        wait_for_status(direct, run_id, RunStatus.WAITING)
+        wait_until(lambda: proxy.lose_server_side(b'LISTEN "'), message="a LISTEN connection")
+        lost_at = time.monotonic()
+
+        def logged(text: str) -> bool:
+            return any(text in record.getMessage() for record in caplog.records)
+
+        wait_until(lambda: logged("notification listener: connection lost"), timeout=15)
+        wait_until(lambda: logged("notification listener: reconnected"), timeout=15)
+        time.sleep(max(0.0, lost_at + 10 - time.monotonic()))
+        direct.signal("ping", "after the gap")
+        # The last poll began when the worker went idle, before the loss: only the new LISTEN
+        # connection can wake it within 60 s.
+        done = wait_for_status(direct, run_id, RunStatus.SUCCEEDED, timeout=20)
+        assert done.output == "after the gap"
+    finally:
+        stop_workers([worker])
+        cut_off.close()
+        direct.close()

@@ -60,6 +60,12 @@ class WorkerOptions:
     def heartbeat_interval(self) -> float:
         return self.lease.total_seconds() / 3
 
+    @property
+    def listener_check(self) -> float:
+        """How often the listener proves its connection alive: each poll, and often enough that
+        wake-ups lost to a dead connection are missed for a small part of a lease at most."""
+        return min(self.poll_interval.total_seconds(), self.lease.total_seconds() / 6)
+
 
 @dataclass
 class DrainReport:
@@ -130,7 +136,7 @@ class Worker:
 
     def _serve(self, stop: threading.Event, *, until_idle: bool) -> None:
         self._call_until_reachable(self._register, stop)
-        listener = self.store.database.listener()
+        listener = self.store.database.listener(self.options.listener_check)
         listener.start(self._on_notification)
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="umt-heartbeat",
                                      daemon=True)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
@@ -17,6 +21,7 @@ from psycopg_pool import ConnectionPool
 
 from umt.engine.store.database import (
     CANCEL_CHANNEL,
+    LIVENESS_CHECK,
     WORK_CHANNEL,
     WORKERS_CHANNEL,
     ChangeMarker,
@@ -33,6 +38,8 @@ from umt.engine.store.urls import mask_database_url
 
 log = logging.getLogger(__name__)
 
+#: The shortest wait for the listener's round trip: a loaded host may be slow to answer.
+ROUND_TRIP_DEADLINE = 2.0
 #: The lease the TCP liveness settings are derived from when the caller names none.
 DEFAULT_LEASE = timedelta(seconds=30)
 
@@ -190,8 +197,10 @@ class PostgresDatabase(Database):
         assert row is not None
         return ChangeMarker(str(row["marker"]), bool(row["busy"]), row["next_due"])
 
-    def listener(self) -> Listener:
-        return PostgresListener(self, [WORK_CHANNEL, CANCEL_CHANNEL, WORKERS_CHANNEL])
+    def listener(self, check_every: float = LIVENESS_CHECK) -> Listener:
+        return PostgresListener(
+            self, [WORK_CHANNEL, CANCEL_CHANNEL, WORKERS_CHANNEL], check_every=check_every
+        )
 
     def close(self) -> None:
         if self._opened:
@@ -203,14 +212,23 @@ class PostgresDatabase(Database):
 
 
 class PostgresListener(Listener):
-    """LISTEN on its own autocommit connection; reconnects after the server goes away.
+    """LISTEN on its own autocommit connection; reconnects when the connection fails.
 
-    Notifications only wake the worker: what is due is still decided by querying.
+    A LISTEN connection never writes, so it would not notice that the server side is gone (a
+    failover, a NAT or proxy timeout, a server killing idle sessions): it round-trips every
+    ``check_every`` seconds, and a round trip that fails or takes longer than that counts as a
+    lost connection. Every (re)connection is announced to the handler as ``listening``, since
+    anything may have happened meanwhile. Notifications only wake the worker: what is due is
+    still decided by querying.
     """
 
-    def __init__(self, database: PostgresDatabase, channels: Sequence[str]) -> None:
+    def __init__(
+        self, database: PostgresDatabase, channels: Sequence[str], *,
+        check_every: float = LIVENESS_CHECK,
+    ) -> None:
         self._database = database
         self._channels = {database.channel(name): name for name in channels}
+        self._check_every = max(check_every, 0.5)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -227,21 +245,50 @@ class PostgresListener(Listener):
 
     def _loop(self, handler: NotificationHandler) -> None:
         backoff = 0.5
+        lost = False
         while not self._stop.is_set():
             try:
-                self._listen(handler)
+                self._listen(handler, reconnected=lost)
                 backoff = 0.5
             except (psycopg.Error, OSError) as exc:
-                log.warning("notification listener lost its connection (%s); retrying", exc)
+                log.warning("notification listener: connection lost (%s); reconnecting",
+                            str(exc).strip() or type(exc).__name__)
+                lost = True
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                backoff = min(backoff * 2, 5.0)
 
-    def _listen(self, handler: NotificationHandler) -> None:
+    def _listen(self, handler: NotificationHandler, *, reconnected: bool) -> None:
         with self._database.connect() as connection:
             for channel in self._channels:
                 connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            if reconnected:
+                log.warning("notification listener: reconnected, listening again")
             # Anything may have happened while we were not listening.
             handler("listening", "")
+            next_check = time.monotonic() + self._check_every
             while not self._stop.is_set():
-                for notification in connection.notifies(timeout=0.5):
+                wait = min(0.5, max(0.0, next_check - time.monotonic()))
+                for notification in connection.notifies(timeout=wait):
                     handler(self._channels.get(notification.channel, ""), notification.payload)
+                if time.monotonic() >= next_check:
+                    _round_trip(connection, deadline=max(self._check_every, ROUND_TRIP_DEADLINE))
+                    next_check = time.monotonic() + self._check_every
+
+
+def _round_trip(connection: psycopg.Connection[Any], *, deadline: float) -> None:
+    """``SELECT 1``, given up after ``deadline`` seconds: a server side that is gone behind a
+    proxy never answers, and TCP cannot tell (the proxy acknowledges every byte)."""
+    alarm = threading.Timer(deadline, _cut, args=(connection.fileno(),))
+    alarm.daemon = True
+    alarm.start()
+    try:
+        connection.execute("SELECT 1")
+    finally:
+        alarm.cancel()
+
+
+def _cut(fileno: int) -> None:
+    # Shutting the socket down (not closing the descriptor, which psycopg owns) makes the
+    # blocked read return at once with "connection lost".
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fileno)) as duplicate:
+        duplicate.shutdown(socket.SHUT_RDWR)
