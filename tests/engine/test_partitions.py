@@ -4,9 +4,11 @@ alive and reconnects, a worker cut off from the database fences itself."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,7 +17,14 @@ import pytest
 
 from tests.engine.conftest import WorkerThread, stop_workers, wait_for_status, wait_until
 from tests.support.tcp_proxy import TcpProxy
-from umt.engine import Engine, RunStatus, WorkerOptions, Workflow, open_database
+from umt.engine import (
+    Engine,
+    RunStatus,
+    StepContext,
+    WorkerOptions,
+    Workflow,
+    open_database,
+)
 from umt.engine.store.postgres import PostgresDatabase
 from umt.engine.store.tcp_liveness import liveness_parameters
 
@@ -149,3 +158,70 @@ def test_a_listener_whose_server_side_is_lost_reconnects_and_wakes_the_worker(
         stop_workers([worker])
         cut_off.close()
         direct.close()
+
+
+def test_a_worker_cut_off_from_the_database_stops_its_step_before_another_takes_over(
+    backend: str, pg_url: str, proxy: TcpProxy, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    partial = tmp_path / "movie.mkv.umt-partial"
+    cut = threading.Event()
+    a_stopped = threading.Event()
+    entered: list[str] = []
+    seen_by_b: list[tuple[bool, bool]] = []
+
+    def copy(step: StepContext) -> str:
+        if cut.is_set():  # worker B, after the partition began
+            seen_by_b.append((a_stopped.is_set(), partial.exists()))
+            entered.append("B")
+            return "copied by B"
+        entered.append("A")
+        try:
+            partial.write_bytes(b"")
+            done = 0
+            while True:  # a copy that reports progress and checks between chunks
+                with partial.open("ab") as out:
+                    out.write(b"x" * 1024)
+                done += 1
+                step.progress(done, None)
+                step.sleep(0.05)
+        except BaseException:
+            partial.unlink(missing_ok=True)  # as the importer does with its partial file
+            raise
+        finally:
+            a_stopped.set()
+
+    workflow = Workflow("partition-copy", "1", lambda ctx, _: ctx.step("copy", copy))
+    direct = Engine(open_database(pg_url))
+    direct.migrate()
+    options = WorkerOptions(concurrency=1, lease=timedelta(seconds=4),
+                            poll_interval=timedelta(seconds=0.5))
+    cut_off = Engine(open_database(proxy.url_for(pg_url), lease=options.lease))
+    worker_a = WorkerThread(cut_off.worker([workflow], options)).start()
+    workers = [worker_a]
+    try:
+        run_id = direct.start(workflow).run.id
+        wait_until(lambda: partial.exists() and partial.stat().st_size > 4096,
+                   message="A copying")
+        proxy.cut()
+        cut.set()
+        workers.append(WorkerThread(direct.worker([workflow], options)).start())
+        done = wait_for_status(direct, run_id, RunStatus.SUCCEEDED, timeout=40)
+        healed_at = time.time()
+        proxy.heal()
+        wait_until(lambda: any("database reachable again" in record.getMessage()
+                               for record in caplog.records), timeout=20)
+    finally:
+        proxy.heal()
+        stop_workers(workers)
+        cut_off.close()
+        direct.close()
+    assert done.output == "copied by B"
+    assert entered == ["A", "B"]
+    assert seen_by_b == [(True, False)], "A's step had stopped and removed its partial file"
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("lease presumed lost" in message for message in messages)
+    [back] = [record for record in caplog.records
+              if "database reachable again" in record.getMessage()]
+    assert back.created >= healed_at, "A noticed the database once it answered, not before"

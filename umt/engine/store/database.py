@@ -152,6 +152,12 @@ class Database(ABC):
     def listener(self, check_every: float = LIVENESS_CHECK) -> Listener:
         """A listener whose connection proves it is alive every ``check_every`` seconds."""
 
+    def abort_stuck(self, older_than: float) -> int:
+        """Makes the statements under way for ``older_than`` seconds or more fail at once, as
+        when their connection was lost; returns how many. Only a networked backend can have
+        statements stuck on a path that no longer carries anything."""
+        return 0
+
     @abstractmethod
     def close(self) -> None: ...
 

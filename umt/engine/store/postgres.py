@@ -100,12 +100,17 @@ class PostgresDatabase(Database):
             max_size=max(pool_size, 1),
             open=False,
             timeout=connect_timeout,
+            # The pool's own retries back off without bound; giving up soon lets the next
+            # request start afresh, so that a worker is back soon after a partition heals.
+            reconnect_timeout=max(2 * connect_timeout, 10.0),
             kwargs={**self._connect_kwargs, "row_factory": dict_row},
             configure=self._configure,
             name="umt",
         )
         self._opened = False
         self._open_lock = threading.Lock()
+        #: Connections lent out now, with when (time.monotonic()) they were lent.
+        self._lent: dict[int, tuple[psycopg.Connection[Any], float]] = {}
 
     @property
     def engine_schema(self) -> str:
@@ -132,11 +137,33 @@ class PostgresDatabase(Database):
                     self._opened = True
 
     @contextmanager
+    def _borrowed(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._pool.connection() as connection:
+            key = id(connection)
+            self._lent[key] = (connection, time.monotonic())
+            try:
+                yield connection
+            finally:
+                self._lent.pop(key, None)
+
+    def abort_stuck(self, older_than: float) -> int:
+        """Fails the statements of connections lent out for ``older_than`` seconds or more (the
+        pool replaces them): when a worker gives its runs up because its heartbeat has not
+        been answered, statements waiting on a cut path must not wait on for minutes."""
+        now = time.monotonic()
+        stuck = [connection for connection, since in self._lent.copy().values()
+                 if now - since >= older_than]
+        for connection in stuck:
+            with contextlib.suppress(psycopg.Error):
+                _cut(connection.fileno())
+        return len(stuck)
+
+    @contextmanager
     def transaction(self) -> Iterator[Session]:
         self._ensure_open()
         with (
             postgres_errors(self._where),
-            self._pool.connection() as connection,
+            self._borrowed() as connection,
             connection.transaction(),
         ):
             yield Session(connection, _CODEC, self.queries, self.dialect)
@@ -144,7 +171,7 @@ class PostgresDatabase(Database):
     @contextmanager
     def autocommit(self) -> Iterator[Session]:
         self._ensure_open()
-        with postgres_errors(self._where), self._pool.connection() as connection:
+        with postgres_errors(self._where), self._borrowed() as connection:
             yield Session(connection, _CODEC, self.queries, self.dialect)
 
     @contextmanager
