@@ -381,7 +381,7 @@ class Worker:
         the last confirmed claim or extension was sent, on this host's monotonic clock: the
         lease the database granted lasts at least that long, whatever the clocks say."""
         limit = self.options.self_fence_after
-        while not self._stop_heartbeat.wait(self.options.heartbeat_interval / 4):
+        while not self._stop_heartbeat.wait(self.options.heartbeat_interval / 8):
             now = time.monotonic()
             with self._lock:
                 overdue = {

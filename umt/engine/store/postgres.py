@@ -243,10 +243,10 @@ class PostgresListener(Listener):
 
     A LISTEN connection never writes, so it would not notice that the server side is gone (a
     failover, a NAT or proxy timeout, a server killing idle sessions): it round-trips every
-    ``check_every`` seconds, and a round trip that fails or takes longer than that counts as a
-    lost connection. Every (re)connection is announced to the handler as ``listening``, since
-    anything may have happened meanwhile. Notifications only wake the worker: what is due is
-    still decided by querying.
+    ``check_every`` seconds, and a round trip that fails or takes longer than half of that (2 s
+    at least) counts as a lost connection. Every (re)connection is announced to the handler as
+    ``listening``, since anything may have happened meanwhile. Notifications only wake the
+    worker: what is due is still decided by querying.
     """
 
     def __init__(
@@ -298,7 +298,8 @@ class PostgresListener(Listener):
                 for notification in connection.notifies(timeout=wait):
                     handler(self._channels.get(notification.channel, ""), notification.payload)
                 if time.monotonic() >= next_check:
-                    _round_trip(connection, deadline=max(self._check_every, ROUND_TRIP_DEADLINE))
+                    _round_trip(connection,
+                                deadline=max(self._check_every / 2, ROUND_TRIP_DEADLINE))
                     next_check = time.monotonic() + self._check_every
 
 
