@@ -21,15 +21,14 @@ from spikes.harness import Case, Proc, wait_until
 from spikes.scenarios import (
     PG_ONLY,
     attempts_block,
-    info_hash,
     library_files,
-    magnet,
     migrate,
     scenario,
     sha256_of,
     step_of,
     timestamp,
 )
+from spikes.scenarios.acquire import _partials, _signaled_acquisition, _size
 from spikes.workflows import UPGRADE
 from tests.support.tcp_proxy import TcpProxy
 
@@ -100,12 +99,7 @@ def cut_mid_copy(case: Case) -> None:
         "5 s of the heal.")
     case.configure(lease="5s", poll="1s")
     migrate(case)
-    fake = case.fake_qbittorrent()
-    hash_hex = info_hash(f"partition-{case.backend}")
-    fake.prepare(hash_hex, "Cut Film", 64 << 20)
-    case.umt("signal", f"download-done:{hash_hex}")
-    started = case.umt("start-acquire", magnet(hash_hex, "Cut Film"))
-    run_id = str((started.json or {})["run_id"])
+    fake, hash_hex, run_id = _signaled_acquisition(case, "partition", "Cut Film", 64 << 20)
     with _proxy_for(case) as proxy:
         a = case.worker("A", workflows=["acquire"], faults="slow-copy=4",
                         env={"UMT_DATABASE_URL": proxy.url_for(case.db_url)})
@@ -213,17 +207,6 @@ def _signal_latency(case: Case, run_id: str) -> float | None:
     if run.status != "succeeded" or not rows or run.finished_at is None:
         return None
     return timestamp(run.finished_at) - timestamp(rows[0]["created_at"])
-
-
-def _partials(case: Case) -> list[Path]:
-    return sorted(p for p in case.library.rglob("*.umt-partial"))
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _t(at: float | None, since: float) -> str:

@@ -126,15 +126,22 @@ def proxy(pg_url: str) -> Iterator[TcpProxy]:
         yield running
 
 
+def _direct_and_through(
+    proxy: TcpProxy, pg_url: str, options: WorkerOptions
+) -> tuple[Engine, Engine]:
+    """A migrated engine on the database, and one reaching it through ``proxy``."""
+    direct = Engine(open_database(pg_url))
+    direct.migrate()
+    return direct, Engine(open_database(proxy.url_for(pg_url), lease=options.lease))
+
+
 def test_a_listener_whose_server_side_is_lost_reconnects_and_wakes_the_worker(
     backend: str, pg_url: str, proxy: TcpProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    direct = Engine(open_database(pg_url))
-    direct.migrate()
     options = WorkerOptions(concurrency=1, lease=timedelta(seconds=12),
                             poll_interval=timedelta(seconds=60))
-    cut_off = Engine(open_database(proxy.url_for(pg_url), lease=options.lease))
+    direct, cut_off = _direct_and_through(proxy, pg_url, options)
     worker = WorkerThread(cut_off.worker([RECEIVER], options))
     try:
         run_id = direct.start(RECEIVER, "ping").run.id
@@ -193,11 +200,9 @@ def test_a_worker_cut_off_from_the_database_stops_its_step_before_another_takes_
             a_stopped.set()
 
     workflow = Workflow("partition-copy", "1", lambda ctx, _: ctx.step("copy", copy))
-    direct = Engine(open_database(pg_url))
-    direct.migrate()
     options = WorkerOptions(concurrency=1, lease=timedelta(seconds=4),
                             poll_interval=timedelta(seconds=0.5))
-    cut_off = Engine(open_database(proxy.url_for(pg_url), lease=options.lease))
+    direct, cut_off = _direct_and_through(proxy, pg_url, options)
     worker_a = WorkerThread(cut_off.worker([workflow], options)).start()
     workers = [worker_a]
     try:

@@ -154,8 +154,8 @@ class PostgresDatabase(Database):
         stuck = [connection for connection, since in self._lent.copy().values()
                  if now - since >= older_than]
         for connection in stuck:
-            with contextlib.suppress(psycopg.Error):
-                _cut(connection.fileno())
+            with contextlib.suppress(psycopg.Error), _socket_of(connection) as duplicate:
+                _shut_down(duplicate)
         return len(stuck)
 
     @contextmanager
@@ -306,17 +306,25 @@ class PostgresListener(Listener):
 def _round_trip(connection: psycopg.Connection[Any], *, deadline: float) -> None:
     """``SELECT 1``, given up after ``deadline`` seconds: a server side that is gone behind a
     proxy never answers, and TCP cannot tell (the proxy acknowledges every byte)."""
-    alarm = threading.Timer(deadline, _cut, args=(connection.fileno(),))
-    alarm.daemon = True
-    alarm.start()
-    try:
-        connection.execute("SELECT 1")
-    finally:
-        alarm.cancel()
+    with _socket_of(connection) as duplicate:
+        alarm = threading.Timer(deadline, _shut_down, args=(duplicate,))
+        alarm.daemon = True
+        alarm.start()
+        try:
+            connection.execute("SELECT 1")
+        finally:
+            alarm.cancel()
+            alarm.join()
 
 
-def _cut(fileno: int) -> None:
-    # Shutting the socket down (not closing the descriptor, which psycopg owns) makes the
-    # blocked read return at once with "connection lost".
-    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fileno)) as duplicate:
+def _socket_of(connection: psycopg.Connection[Any]) -> socket.socket:
+    """The connection's socket, on a descriptor of our own (psycopg owns the original one,
+    whose number may be reused once psycopg closes it)."""
+    return socket.socket(fileno=os.dup(connection.fileno()))
+
+
+def _shut_down(duplicate: socket.socket) -> None:
+    # Shutting the socket down (not closing a descriptor) makes a blocked read on it return at
+    # once, and psycopg report the connection as lost.
+    with contextlib.suppress(OSError):
         duplicate.shutdown(socket.SHUT_RDWR)
