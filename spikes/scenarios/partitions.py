@@ -159,10 +159,10 @@ def cut_mid_copy(case: Case) -> None:
                 "proxy that loses the server side of its LISTEN connection; poll 60 s")
 def lost_listener(case: Case) -> None:
     case.section.summary = (
-        "Worker A waits with a 60 s poll, so only notifications wake it fast. A run waiting "
-        "for `go:<run>` is signaled: it completes at once. Then the proxy loses the server "
-        "side of A's LISTEN connection (as a failover or a NAT timeout does; A's side stays "
-        "open and hears nothing), and a second waiting run is signaled 10 s later: A must have "
+        "Worker A waits with a 60 s poll, so only notifications wake it fast. Two runs wait "
+        "for `go:<run>`; the first is signaled: it completes at once. Then the proxy loses the "
+        "server side of A's LISTEN connection (as a failover or a NAT timeout does; A's side "
+        "stays open and hears nothing), and the second run is signaled 10 s later: A must have "
         "noticed, reconnected and listened again, so that this run too completes within 1 s.")
     case.configure(lease="30s", poll="60s")
     migrate(case)
@@ -170,11 +170,12 @@ def lost_listener(case: Case) -> None:
         a = case.worker("A", workflows=[f"{UPGRADE}@1"],
                         env={"UMT_DATABASE_URL": proxy.url_for(case.db_url)})
         case.wait_registered(a)
-        before = _signal_latency(case, _waiting_run(case))
+        first, second = _waiting_run(case), _waiting_run(case)
+        before = _signal_latency(case, first)
         lost = proxy.lose_server_side(b'LISTEN "')
         lost_at = time.time()
         time.sleep(10)
-        after = _signal_latency(case, _waiting_run(case))
+        after = _signal_latency(case, second)
     _evidence(case, a, "notification listener", since=lost_at, event="the loss")
     case.section.block([
         f"server side lost for {lost} LISTEN connection(s) at t=0",
