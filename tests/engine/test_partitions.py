@@ -144,23 +144,28 @@ def test_a_listener_whose_server_side_is_lost_reconnects_and_wakes_the_worker(
     direct, cut_off = _direct_and_through(proxy, pg_url, options)
     worker = WorkerThread(cut_off.worker([RECEIVER], options))
     try:
-        run_id = direct.start(RECEIVER, "ping").run.id
+        during = direct.start(RECEIVER, "during").run.id
+        after = direct.start(RECEIVER, "after").run.id
         worker.start()
-        wait_for_status(direct, run_id, RunStatus.WAITING)
+        for run_id in (during, after):
+            wait_for_status(direct, run_id, RunStatus.WAITING)
         wait_until(lambda: proxy.lose_server_side(b'LISTEN "'), message="a LISTEN connection")
         lost_at = time.monotonic()
+        direct.signal("during", "in the gap")  # its notification goes to the lost connection
 
         def logged(text: str) -> bool:
             return any(text in record.getMessage() for record in caplog.records)
 
         wait_until(lambda: logged("notification listener: connection lost"), timeout=15)
         wait_until(lambda: logged("notification listener: reconnected"), timeout=15)
+        # The last poll began when the worker went idle, before the loss: within 60 s only
+        # the claim pass after the reconnection, then the new LISTEN connection, can wake it.
+        assert wait_for_status(direct, during, RunStatus.SUCCEEDED, timeout=20).output == (
+            "in the gap")
         time.sleep(max(0.0, lost_at + 10 - time.monotonic()))
-        direct.signal("ping", "after the gap")
-        # The last poll began when the worker went idle, before the loss: only the new LISTEN
-        # connection can wake it within 60 s.
-        done = wait_for_status(direct, run_id, RunStatus.SUCCEEDED, timeout=20)
-        assert done.output == "after the gap"
+        direct.signal("after", "after the gap")
+        assert wait_for_status(direct, after, RunStatus.SUCCEEDED, timeout=20).output == (
+            "after the gap")
     finally:
         stop_workers([worker])
         cut_off.close()

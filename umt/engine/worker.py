@@ -2,8 +2,9 @@
 
 Threads: the caller's thread claims; up to ``concurrency`` executor threads run claimed runs;
 one heartbeat thread extends the leases of the runs held (only while it holds some); one
-listener thread turns database notifications into wake-ups. Parked runs (sleeping, waiting,
-backing off) hold no thread, no connection and no slot.
+fence thread stops the runs whose lease it could not extend in time; one listener thread turns
+database notifications into wake-ups. Parked runs (sleeping, waiting, backing off) hold no
+thread, no connection and no slot.
 """
 
 from __future__ import annotations
