@@ -51,6 +51,7 @@ class App:
         database = open_database(
             self.settings.database_url(), schemas=self.schemas, pool_size=self._pool_size,
             sqlite_poll_interval=self.settings.engine.sqlite_poll_interval.total_seconds(),
+            lease=self.settings.engine.lease,
         )
         engine = Engine(database, signal_ttl=self.settings.engine.signal_ttl,
                         migration_sets=[RECORDS_MIGRATIONS])
