@@ -50,6 +50,8 @@ BROKEN: dict[str, list[tuple[str, str]]] = {
     "busy-poll": [("sleepers-10k", "idle polling stays cheap")],
     "lost-add": [("qbt-drop", "the run knows it added the torrent"),
                  ("qbt-drop-real", "the run still knows the torrent is its own")],
+    "no-self-fence": [("partition", "A logged the loss within 15 s of the cut")],
+    "deaf-listener": [("partition-listen", "A logged the lost connection")],
 }
 
 #: scenario → the backends it runs on (PostgreSQL-only scenarios: PostgreSQL).

@@ -71,6 +71,12 @@ from umt.media.importing.paths import (
     remove_stray_partial,
     resolve_inside,
 )
+from umt.media.importing.permissions import (
+    NO_PERMISSIONS,
+    Permissions,
+    readable_by_group,
+    unreadable_by_group,
+)
 from umt.media.importing.pieces import FilePieces, PieceMismatch, check_file_pieces
 from umt.media.importing.publish import publish_no_replace
 from umt.media.importing.words import (
@@ -86,6 +92,7 @@ from umt.media.importing.words import (
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "NO_PERMISSIONS",
     "BeforeRename",
     "CheckFn",
     "CrossDevice",
@@ -98,6 +105,7 @@ __all__ = [
     "ImportResult",
     "LibraryRootMissing",
     "NoSpace",
+    "Permissions",
     "PieceMismatch",
     "ProgressFn",
     "SourceChanged",
@@ -110,7 +118,9 @@ __all__ = [
     "partial_path",
     "probe_hardlink",
     "publish_no_replace",
+    "readable_by_group",
     "remove_empty_dirs",
     "remove_stray_partial",
     "resolve_inside",
+    "unreadable_by_group",
 ]
