@@ -66,7 +66,7 @@ class UmtGroup(TyperGroup):
 
 
 app = typer.Typer(
-    name="umt", cls=UmtGroup, no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+    name="umt", cls=UmtGroup, no_args_is_help=True, add_completion=True, rich_markup_mode=None,
     pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
     epilog=errors.EXIT_CODES_HELP,
 )
