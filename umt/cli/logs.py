@@ -91,11 +91,14 @@ def check_log_file(path: Path) -> Path:
     """``path`` if a log file can be appended there; a usage error (exit 2) otherwise, before
     anything is written."""
     folder = path.parent
-    if path.is_dir():
-        raise CliError(f"--log-file: {printable(path)} is a folder", EXIT_USAGE)
-    if not folder.is_dir():
-        raise CliError(f"--log-file: folder {printable(folder)} does not exist", EXIT_USAGE)
-    writable = os.access(path, os.W_OK) if path.exists() else os.access(folder, os.W_OK)
+    try:
+        if path.is_dir():
+            raise CliError(f"--log-file: {printable(path)} is a folder", EXIT_USAGE)
+        if not folder.is_dir():
+            raise CliError(f"--log-file: folder {printable(folder)} does not exist", EXIT_USAGE)
+        writable = os.access(path, os.W_OK) if path.exists() else os.access(folder, os.W_OK)
+    except (OSError, ValueError) as exc:  # a NUL character, a name too long
+        raise CliError(f"--log-file: {printable(path)}: {exc}", EXIT_USAGE) from None
     if not writable:
         raise CliError(f"--log-file: {printable(path)} is not writable", EXIT_USAGE)
     return path
