@@ -81,7 +81,8 @@ def test_systemd_analyze_verifies_the_units(variant: str, tmp_path: Path) -> Non
     # verify refuses an ExecStart that does not exist: point it at this checkout's umt.
     for name in NAMES:
         text = (UNITS / variant / name).read_text(encoding="utf-8")
-        text = text.replace("%h/.local/bin/umt", UMT).replace("/usr/local/bin/umt", UMT)
+        for installed in ("%h/.local/share/umt/venv/bin/umt", "/opt/umt/venv/bin/umt"):
+            text = text.replace(installed, UMT)
         (tmp_path / name).write_text(text, encoding="utf-8")
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
