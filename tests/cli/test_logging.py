@@ -45,10 +45,18 @@ def test_a_log_line_escapes_strangers_text_and_masks_secrets(tmp_path: Path) -> 
         logging.getLogger("umt.test").info(
             "torrent %s\nFORGED LINE, password s3cret-for-the-log", "Film\x1b[2J\u202e.mkv")
         logging.getLogger("umt.test").debug("not shown at the default level")
-    lines = log_file.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 1
+        try:
+            raise ValueError("bad name Film\x1b]0;title\x07 s3cret-for-the-log")
+        except ValueError:
+            logging.getLogger("umt.test").exception("a traceback keeps its lines")
+    text = log_file.read_text(encoding="utf-8")
+    lines = text.splitlines()
     assert lines[0].endswith(
         r"INFO umt.test: torrent Film\x1b[2J\u202e.mkv\x0aFORGED LINE, password ***")
+    assert lines[1].endswith("ERROR umt.test: a traceback keeps its lines")
+    assert lines[2] == "Traceback (most recent call last):"
+    assert lines[-1] == r"ValueError: bad name Film\x1b]0;title\x07 ***"
+    assert "\x1b" not in text and "s3cret" not in text
     assert [h for h in logging.getLogger().handlers
             if getattr(h, "baseFilename", None) == str(log_file)] == []
 

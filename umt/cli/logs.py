@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from umt.cli.errors import EXIT_USAGE, CliError, redact
 from umt.textsafe import printable
@@ -32,7 +33,18 @@ class _SafeFormatter(logging.Formatter):
         return printable(redact(super().formatMessage(record)))
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        # Another handler may have cached the traceback's text unescaped in the record.
+        cached, record.exc_text = record.exc_text, None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_text = cached
+
+    def formatException(self, ei: Any) -> str:
+        return printable(redact(super().formatException(ei)), keep_newlines=True)
+
+    def formatStack(self, stack_info: str) -> str:
+        return printable(redact(super().formatStack(stack_info)), keep_newlines=True)
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
