@@ -11,9 +11,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.cli.conftest import UMT
 from tests.support.skips import skip_unavailable
+from umt.cli.commands import systemd as systemd_command
+from umt.cli.commands.systemd import _quoted
+from umt.cli.main import app
 from umt.engine import WorkerOptions
 
 UNITS = Path(__file__).resolve().parent.parent / "contrib" / "systemd"
@@ -78,12 +82,14 @@ def test_systemd_analyze_verifies_the_units(variant: str, tmp_path: Path) -> Non
     if analyze is None:
         skip_unavailable("the systemd units verified by systemd-analyze",
                          "systemd-analyze is not installed")
-    # verify refuses an ExecStart that does not exist: point it at this checkout's umt.
+    # What `umt systemd` prints: verify refuses an ExecStart that does not exist, and this
+    # one names this checkout's umt.
+    flags = ["--system"] if variant == "system" else []
     for name in NAMES:
-        text = (UNITS / variant / name).read_text(encoding="utf-8")
-        for installed in ("%h/.local/share/umt/venv/bin/umt", "/opt/umt/venv/bin/umt"):
-            text = text.replace(installed, UMT)
-        (tmp_path / name).write_text(text, encoding="utf-8")
+        printed = subprocess.run([UMT, "systemd", *flags, name], capture_output=True, text=True,
+                                 check=True, timeout=60)
+        assert name.endswith(".timer") or f"ExecStart={UMT} " in printed.stdout
+        (tmp_path / name).write_text(printed.stdout, encoding="utf-8")
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
     scope = ["--user"] if variant == "user" else []
@@ -93,3 +99,30 @@ def test_systemd_analyze_verifies_the_units(variant: str, tmp_path: Path) -> Non
         timeout=120, check=False,
     )
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_umt_systemd_prints_the_shipped_unit_with_this_umt(variant: str) -> None:
+    flags = ["--system"] if variant == "system" else []
+    for name in NAMES:
+        printed = CliRunner().invoke(app, ["systemd", *flags, name], catch_exceptions=False)
+        assert printed.exit_code == 0, printed.output
+        shipped = (UNITS / variant / name).read_text(encoding="utf-8")
+        installed = "%h/.local/share/umt/venv/bin/umt" if variant == "user" else (
+            "/opt/umt/venv/bin/umt")
+        assert printed.stdout == shipped.replace(f"ExecStart={installed}", f"ExecStart={UMT}")
+
+
+def test_umt_systemd_refuses_an_unknown_unit() -> None:
+    refused = CliRunner().invoke(app, ["systemd", "umt.service"], catch_exceptions=False)
+    assert refused.exit_code == 2
+    assert refused.stdout == "" and refused.stderr.startswith("umt: error: unknown unit")
+
+
+def test_a_path_systemd_would_misread_is_quoted() -> None:
+    assert _quoted("/opt/my umt/bin/umt") == '"/opt/my umt/bin/umt"'
+    assert _quoted("/home/50%/bin/umt") == "/home/50%%/bin/umt"
+
+
+def test_contrib_systemd_is_what_the_package_ships() -> None:
+    assert UNITS.resolve() == Path(systemd_command.__file__).parent.parent / "systemd"

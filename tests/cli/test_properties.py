@@ -95,6 +95,9 @@ COMMANDS = st.one_of(
     st.tuples(st.sampled_from([["qbittorrent", "install-hook", "--dry-run"],
                                ["qbittorrent", "install-hook", "--replace"],
                                ["qbittorrent", "show-hook"], ["qbittorrent", "uninstall-hook"]])),
+    st.tuples(st.sampled_from([["systemd"], ["systemd", "--system"]]),
+              st.one_of(st.sampled_from(["umt-worker.service", "umt-resume.timer"]),
+                        HOSTILE_TEXT).map(lambda s: [s])),
     # Refused logging flags: the worker exits 2 instead of serving, resume before its pass.
     st.tuples(st.sampled_from([["worker"], ["resume"]]), BAD_LOGGING_FLAGS),
     # --show-token: the command answers and exits instead of serving.

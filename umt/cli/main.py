@@ -30,6 +30,7 @@ from umt.cli.commands import (
     signal,
     start_acquire,
     status,
+    systemd,
     tables,
     web,
     worker,
@@ -127,6 +128,7 @@ app.command("tables")(tables.tables)
 app.command("catalog")(catalog.catalog)
 app.command("doctor")(doctor.doctor)
 app.command("web")(web.web)
+app.command("systemd")(systemd.systemd)
 app.add_typer(db.db_app)
 app.add_typer(qbittorrent.qbittorrent_app)
 app.add_typer(hook.hook_app)
