@@ -18,11 +18,11 @@ JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON on stdout (for scripts).")
 ]
 VerboseOption = Annotated[
-    int, typer.Option("--verbose", "-v", count=True,
+    int, typer.Option("--verbose", "-v", count=True, show_default=False,
                       help="Log more: -v adds the next level of detail, -vv the one after.")
 ]
 QuietOption = Annotated[
-    int, typer.Option("--quiet", "-q", count=True,
+    int, typer.Option("--quiet", "-q", count=True, show_default=False,
                       help="Log less: -q leaves out one level, -qq two.")
 ]
 LogFileOption = Annotated[

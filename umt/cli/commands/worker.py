@@ -31,7 +31,8 @@ def worker(
     log_file: LogFileOption = None,
 ) -> None:
     """Execute runs until stopped. On SIGTERM or SIGINT it stops claiming, lets the steps in
-    flight finish (or hands them back after a grace period) and exits 0. Logs go to stderr.
+    flight finish (or hands them back after a grace period) and exits 0. Logs go to stderr
+    (or --log-file).
 
     Every qbittorrent.reconcile_interval (1 min) it also asks qBittorrent about the torrents
     runs wait for, as 'umt resume' does: a finish the hook missed, a torrent removed or errored.
