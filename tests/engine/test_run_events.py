@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import drain
+from tests.engine.conftest import FAST, WorkerThread, drain, wait_for_status, wait_until
 from umt.engine import (
     Engine,
     FakeClock,
@@ -83,3 +83,34 @@ def test_a_failing_step_logs_the_attempt_and_the_run_failing(
         (logging.INFO, " step submit attempt 1 failed: no such torrent"),
         (logging.WARNING, " failed: step 'submit' failed after 1 attempt(s): no such torrent"),
     ]
+
+
+def _patient(step: StepContext) -> str:
+    while True:  # long work, checked between chunks
+        step.sleep(0.05)
+
+
+@pytest.mark.parametrize("ending", ["stop", "cancel"])
+def test_a_run_in_flight_logs_its_release_or_its_cancellation(
+    engine: Engine, caplog: pytest.LogCaptureFixture, ending: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="umt.engine")
+    workflow = Workflow("patient", "1", lambda ctx, _: ctx.step("copy", _patient))
+    run_id = engine.start(workflow).run.id
+    worker = WorkerThread(engine.worker([workflow], FAST)).start()
+    try:
+        wait_for_status(engine, run_id, "running")
+        wait_until(lambda: any(": claimed" in m for _, m in _events(caplog, run_id)) or None)
+        if ending == "cancel":
+            engine.cancel(run_id)
+            wait_until(lambda: any("canceled" in m for _, m in _events(caplog, run_id)) or None)
+    finally:
+        worker.stop()
+    events = [message for level, message in _events(caplog, run_id) if level == logging.INFO]
+    assert events[0] == ": claimed (patient 1, main phase, lease epoch 1)"
+    if ending == "stop":
+        released = ": released (the worker is stopping; another execution continues it)"
+        assert events[-1] == released and events.count(released) == 1
+        assert engine.get(run_id).status == "pending"
+    else:
+        assert " was canceled during execution" in events
