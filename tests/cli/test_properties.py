@@ -58,6 +58,25 @@ def _option(name: str, values: st.SearchStrategy[str]) -> st.SearchStrategy[list
     )
 
 
+#: Log files umt must refuse: a folder, or a file in a folder that does not exist (never a
+#: usable file: the examples would write it in the working directory).
+BAD_LOG_FILES = st.one_of(
+    st.sampled_from(["", ".", "/", "/tmp", "/nonexistent-umt/umt.log"]),
+    HOSTILE_TEXT.map(lambda text: f"/nonexistent-umt/{text}/umt.log"),
+)
+VERBOSE, QUIET = ("-v", "-vv", "--verbose"), ("-q", "-qq", "--quiet")
+VERBOSITY = st.lists(st.sampled_from(VERBOSE + QUIET), max_size=3)
+#: -v and -q together, or a bad --log-file: worker and resume refuse before doing anything.
+BAD_LOGGING_FLAGS = st.one_of(
+    st.tuples(VERBOSITY, st.sampled_from([["-v", "-q"], ["--quiet", "-vv"]]),
+              _option("--log-file", BAD_LOG_FILES)),
+    st.tuples(
+        VERBOSITY.filter(lambda flags: set(flags) <= set(VERBOSE) or set(flags) <= set(QUIET)),
+        st.tuples(st.just("--log-file"), BAD_LOG_FILES).map(list),
+    ),
+).map(lambda parts: list(itertools.chain.from_iterable(parts)))
+
+
 # Commands that return by themselves (no worker, no --wait/--follow on a live run).
 COMMANDS = st.one_of(
     st.tuples(st.just(["start-acquire"]), SOURCES.map(lambda s: [s]),
@@ -77,6 +96,11 @@ COMMANDS = st.one_of(
     st.tuples(st.sampled_from([["qbittorrent", "install-hook", "--dry-run"],
                                ["qbittorrent", "install-hook", "--replace"],
                                ["qbittorrent", "show-hook"], ["qbittorrent", "uninstall-hook"]])),
+    st.tuples(st.sampled_from([["systemd"], ["systemd", "--system"]]),
+              st.one_of(st.sampled_from(["umt-worker.service", "umt-resume.timer"]),
+                        HOSTILE_TEXT).map(lambda s: [s])),
+    # Refused logging flags: the worker exits 2 instead of serving, resume before its pass.
+    st.tuples(st.sampled_from([["worker"], ["resume"]]), BAD_LOGGING_FLAGS),
     # --show-token: the command answers and exits instead of serving.
     st.tuples(st.just(["web", "--show-token"]), _option("--host", HOSTILE_TEXT),
               _option("--port", NUMBERISH)),
@@ -212,3 +236,15 @@ class _SharedCli(Cli):
     @property
     def db_path(self) -> Path:
         return self.tmp_path.parent / "shared.db"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(command=st.sampled_from(["worker", "resume"]), flags=BAD_LOGGING_FLAGS)
+def test_bad_logging_flags_are_refused_before_anything(
+    workspace: Path, command: str, flags: list[str]
+) -> None:
+    cli = _fresh_cli(workspace, shared_database=False)
+    result = cli.invoke(command, *flags)
+    assert result.exit_code == 2, (flags, result.output)
+    assert result.stderr.startswith("umt: error: ") and result.stderr.count("\n") == 1
+    assert not cli.db_path.exists() and not Path("/nonexistent-umt").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import threading
@@ -84,3 +85,51 @@ def test_worker_subprocess_stops_on_sigint_and_sigterm(cli: Cli) -> None:
         assert process.returncode == 0, err
         assert out == ""
         assert f"{signal.Signals(signum).name} received" in err and "stopped" in err
+
+
+def _attempts(cli: Cli, run_id: str) -> list[tuple[str, str, int]]:
+    return [(s["name"], s["status"], s["attempts"]) for s in cli.json("status", run_id)["steps"]]
+
+
+def test_a_worker_process_stopped_mid_step_releases_the_run_to_the_next_worker(
+    cli: Cli,
+) -> None:
+    """SIGTERM while a step hangs (a qBittorrent that accepts but never answers): the worker
+    waits out its grace period, hands the run back and exits 0; the next worker continues it."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # connections complete in the backlog; nothing ever answers
+        cli.env["UMT_QBITTORRENT_URL"] = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        cli.env["UMT_QBITTORRENT_TIMEOUT"] = "5m"
+        run_id = cli.start()
+        log_file = cli.tmp_path / "worker.log"
+        process = subprocess.Popen([UMT, "worker", "-v", "--log-file", str(log_file)],
+                                   env=cli.subprocess_env(), text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while "step submit-download started" not in _text(log_file):
+                assert time.monotonic() < deadline and process.poll() is None, _text(log_file)
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+    assert process.returncode == 0, err
+    assert (out, err) == ("", "")
+    log = _text(log_file)
+    assert "SIGTERM received" in log and "handing back 1 run(s) still in flight" in log
+    assert f"run {run_id}: step did not stop; lease handed back anyway" in log
+    assert _run_row(cli.db_path, run_id) == {"status": "pending", "lease_owner": None}
+    assert _attempts(cli, run_id) == [("submit-download", "pending", 1)]
+
+    # The silent qBittorrent is gone (connections are refused): the next worker takes the run
+    # over at once and records its own attempt of the same step.
+    resumed = cli.run("resume", "-v")
+    assert resumed.returncode == 1, resumed.stderr
+    assert f"run {run_id}: claimed (acquire" in resumed.stderr
+    assert _attempts(cli, run_id) == [("submit-download", "retrying", 2)]
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.exists() else ""

@@ -21,6 +21,8 @@ pytestmark = [pytest.mark.qbittorrent, pytest.mark.slow]
 MiB = 1024 * 1024
 TOKEN = "jf-T0KEN-never-shown"
 PLEX_TOKEN = "plex-T0KEN-never-shown"
+#: Tables are as wide as the terminal; the checks read whole cells.
+WIDE = {"COLUMNS": "200"}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def make_pipeline(tmp_path: Path, client: QbtInstance, extra: str) -> Pipeline:
 
 
 def umt(pipeline: Pipeline, *args: str) -> str:
-    result = CliRunner().invoke(cli_app, ["--config", str(pipeline.config_path), *args],
+    result = CliRunner().invoke(cli_app, ["--config", str(pipeline.config_path), *args], env=WIDE,
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result.stdout
@@ -107,7 +109,8 @@ def test_an_import_is_scanned_by_jellyfin_and_plex_and_announced_once(
         assert TOKEN not in shown
         assert PLEX_TOKEN not in shown
         assert "warning:" not in shown and "warning)" not in shown
-        doctor = CliRunner().invoke(cli_app, ["--config", str(pipeline.config_path), "doctor"])
+        doctor = CliRunner().invoke(cli_app, ["--config", str(pipeline.config_path), "doctor"],
+                                    env=WIDE)
         assert "media server jellyfin" in doctor.stdout and "media server plex" in doctor.stdout
         assert "1 Apprise URL(s) understood: json#1" in doctor.stdout
         assert TOKEN not in doctor.stdout and PLEX_TOKEN not in doctor.stdout
@@ -143,7 +146,8 @@ def test_a_media_server_down_leaves_the_run_succeeded_with_a_warning(
         assert listed[0]["warnings"] == [warning]
         assert json.loads(umt(pipeline, "show", run_id, "--json"))["warnings"] == [warning]
         assert TOKEN not in show + runs
-        doctor = CliRunner().invoke(cli_app, ["--config", str(pipeline.config_path), "doctor"])
+        doctor = CliRunner().invoke(cli_app, ["--config", str(pipeline.config_path), "doctor"],
+                                    env=WIDE)
         assert doctor.exit_code == 1 and "media server den" in doctor.stdout
         assert TOKEN not in doctor.stdout
     finally:

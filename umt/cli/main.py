@@ -30,6 +30,7 @@ from umt.cli.commands import (
     signal,
     start_acquire,
     status,
+    systemd,
     tables,
     verify,
     web,
@@ -67,7 +68,7 @@ class UmtGroup(TyperGroup):
 
 
 app = typer.Typer(
-    name="umt", cls=UmtGroup, no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+    name="umt", cls=UmtGroup, no_args_is_help=True, add_completion=True, rich_markup_mode=None,
     pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
     epilog=errors.EXIT_CODES_HELP,
 )
@@ -129,6 +130,7 @@ app.command("catalog")(catalog.catalog)
 app.command("doctor")(doctor.doctor)
 app.command("verify")(verify.verify)
 app.command("web")(web.web)
+app.command("systemd")(systemd.systemd)
 app.add_typer(db.db_app)
 app.add_typer(qbittorrent.qbittorrent_app)
 app.add_typer(hook.hook_app)

@@ -7,6 +7,7 @@ import math
 import unicodedata
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,6 +16,19 @@ from umt.cli.errors import EXIT_USAGE, CliError
 
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON on stdout (for scripts).")
+]
+VerboseOption = Annotated[
+    int, typer.Option("--verbose", "-v", count=True, show_default=False,
+                      help="Log more: -v adds the next level of detail, -vv the one after.")
+]
+QuietOption = Annotated[
+    int, typer.Option("--quiet", "-q", count=True, show_default=False,
+                      help="Log less: -q leaves out one level, -qq two.")
+]
+LogFileOption = Annotated[
+    Path | None,
+    typer.Option("--log-file", metavar="PATH", show_default=False,
+                 help="Append the log lines to PATH instead of stderr (its folder must exist)."),
 ]
 
 #: The values of umt.engine.RunStatus, spelled out: help must not load the engine

@@ -56,6 +56,14 @@ class Outcome(Enum):
     COMPENSATED = "compensated"
 
 
+#: The line logged when an execution ends so (failures and cancellations log their own).
+_OUTCOME_EVENTS = {
+    Outcome.SUCCEEDED: "succeeded",
+    Outcome.COMPENSATED: "compensation finished",
+    Outcome.HANDED_BACK: "released (the worker is stopping; another execution continues it)",
+}
+
+
 class _Parked(BaseException):
     """The run is parked (sleep, signal wait, retry backoff); the execution ends here."""
 
@@ -90,12 +98,18 @@ class RunExecution:
     # ------------------------------------------------------------------ whole run
 
     def execute(self) -> Outcome:
+        run = self.claim.run
+        log.info("run %s: claimed (%s %s, %s phase, lease epoch %d)", run.id, run.workflow,
+                 run.version, self.fence.phase, self.fence.epoch)
         try:
-            return self._execute()
+            outcome = self._execute()
         except StoreUnavailable as exc:
             log.warning("run %s: database unreachable, leaving it to be reclaimed: %s",
                         self.fence.run_id, exc)
             return Outcome.LEASE_LOST
+        if outcome in _OUTCOME_EVENTS:
+            log.info("run %s: %s", run.id, _OUTCOME_EVENTS[outcome])
+        return outcome
 
     def _execute(self) -> Outcome:
         context = WorkflowContext(self)
@@ -206,6 +220,7 @@ class RunExecution:
         )
         self._unsaved = None
         self.current_attempt_id = attempt_id
+        log.debug("run %s: step %s started (attempt %d)", self.fence.run_id, unique, attempt)
         context = StepContext(
             self, step_name=unique, attempt=attempt, attempt_id=attempt_id,
             progress_interval=self.settings.progress_interval,
@@ -218,6 +233,7 @@ class RunExecution:
         except Exception as error:
             self.current_attempt_id = None
             self._record_failure(position, unique, attempt_id, attempt, error, retry)
+        log.debug("run %s: step %s finished (attempt %d)", self.fence.run_id, unique, attempt)
         statements = context.step_transaction.statements
         if not statements:
             # Only workflow code runs until the next operation for this run (the next step's
@@ -269,6 +285,7 @@ class RunExecution:
             self._persist(
                 lambda: self.store.hand_back(self.fence, attempt_id, self._parked_status())
             )
+            log.info("run %s: %s", self.fence.run_id, _OUTCOME_EVENTS[Outcome.HANDED_BACK])
             raise _Parked() from interruption
         status = (AttemptStatus.CANCELED if isinstance(interruption, RunCanceled)
                   else AttemptStatus.LEASE_LOST)
@@ -292,6 +309,7 @@ class RunExecution:
                     self.fence, position, StepStatus.SUCCEEDED))
                 return
             self._persist(lambda: self.store.park_again(self.fence, RunStatus.SLEEPING, wake_at))
+            log.info("run %s: sleeping in %s until %s", self.fence.run_id, unique, wake_at)
             raise _Parked()
         self.interrupts.raise_if_set()
         wake_at = requested_at + delta
@@ -299,6 +317,7 @@ class RunExecution:
             lambda: self.store.start_sleep(self.fence, position, unique, wake_at)
         )
         if parked:
+            log.info("run %s: sleeping in %s until %s", self.fence.run_id, unique, wake_at)
             raise _Parked()
 
     def wait_for_signal(
@@ -328,6 +347,8 @@ class RunExecution:
             lambda: self.store.wait_for_signal(self.fence, position, unique, signal, deadline)
         )
         if received is None:
+            log.info("run %s: waiting in %s for signal %s%s", self.fence.run_id, unique, signal,
+                     "" if deadline is None else f" until {deadline}")
             raise _Parked()
         return received
 

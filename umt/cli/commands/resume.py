@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import typer
 
 from umt.cli.application import Application, get_app
 from umt.cli.errors import EXIT_FAILED
-from umt.cli.params import JsonOption
+from umt.cli.logs import use_options
+from umt.cli.params import JsonOption, LogFileOption, QuietOption, VerboseOption
 
 
-def resume(ctx: typer.Context, json_output: JsonOption = False) -> None:
+def resume(
+    ctx: typer.Context, json_output: JsonOption = False, verbose: VerboseOption = 0,
+    quiet: QuietOption = 0, log_file: LogFileOption = None,
+) -> None:
     """One pass, for cron: tell waiting runs whose torrent finished in qBittorrent, report
     missing or errored torrents, execute every run that is due, and exit when nothing is due.
 
@@ -19,8 +24,12 @@ def resume(ctx: typer.Context, json_output: JsonOption = False) -> None:
     executed anyway) or refused the credentials (then nothing runs). Overlapping passes are
     safe.
 
-    Example: umt resume --json
+    Logs warnings only (quiet under cron); -v adds a line per run event (claimed, sleeping,
+    waiting, succeeded, failed, canceled, released), -vv the steps (started, finished).
+
+    Example: umt resume --json -v --log-file ~/umt-resume.log
     """
+    use_options(logging.WARNING, verbose, quiet, log_file)
     app = get_app(ctx, json_output=json_output)
     summary, qbt_error, failed = _pass(app)
     if app.json:

@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from umt.cli.application import Application, get_app
-from umt.cli.logs import set_level
+from umt.cli.logs import use_options
+from umt.cli.params import LogFileOption, QuietOption, VerboseOption
 
 log = logging.getLogger("umt.cli.worker")
 
@@ -25,19 +26,25 @@ def worker(
         typer.Option("--concurrency", min=1, max=64, metavar="N",
                      help="Steps run at the same time (default: engine.concurrency)."),
     ] = None,
+    verbose: VerboseOption = 0,
+    quiet: QuietOption = 0,
+    log_file: LogFileOption = None,
 ) -> None:
     """Execute runs until stopped. On SIGTERM or SIGINT it stops claiming, lets the steps in
-    flight finish (or hands them back after a grace period) and exits 0. Logs go to stderr.
+    flight finish (or hands them back after a grace period) and exits 0. Logs go to stderr
+    (or --log-file).
 
     Every qbittorrent.reconcile_interval (1 min) it also asks qBittorrent about the torrents
     runs wait for, as 'umt resume' does: a finish the hook missed, a torrent removed or errored.
 
-    Run one per machine under systemd; several may share a PostgreSQL database.
+    Run one per machine under systemd (contrib/systemd); several may share a PostgreSQL
+    database. It logs a line per run event (claimed, sleeping, waiting, succeeded, failed,
+    canceled, released); -v adds the steps (started, finished), -q keeps warnings only.
 
-    Example: umt worker --concurrency 2
+    Example: umt worker --concurrency 2 --log-file ~/umt-worker.log
     """
+    use_options(logging.INFO, verbose, quiet, log_file)
     app = get_app(ctx)
-    set_level(logging.INFO)
     engine = app.engine()
     options = app.app.worker_options(concurrency)
     runner = engine.worker(app.app.registry(), options)
