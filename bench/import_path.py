@@ -8,12 +8,14 @@ For each size, one source file of random bytes is written under ``--workdir`` (`
 three cases run one after another, each cleaned up before the next:
 
 * ``same-fs``: source and library folder on the same filesystem (``/tmp``, ext4 here). umt's
-  ``hardlink`` and ``auto`` modes hardlink; ``copy`` is timed with ``verify="sha256"`` and
-  ``"size"``; ``cp`` (coreutils; ``copy_file_range`` on one filesystem) on the same file.
+  ``hardlink`` and ``auto`` modes hardlink; ``copy`` is timed with ``verify="pieces"`` (SHA-1
+  of 8 MiB pieces, as a one-file torrent of the source has them, checked on all cores while
+  copying), ``"sha256"`` and ``"size"``; ``cp`` (coreutils; ``copy_file_range`` on one
+  filesystem) on the same file.
 * ``cross-fs``: the library folder on another filesystem: a loop-mounted ext4 image on the same
   disk (``losetup --direct-io=on`` where the kernel allows it, so pages are not cached twice), or
-  ``/dev/shm`` with ``--cross-fs shm`` when it fits in memory. umt ``copy`` (sha256, size) against
-  ``cp``. (``auto`` would try a reflink, get EXDEV and do the same copy.)
+  ``/dev/shm`` with ``--cross-fs shm`` when it fits in memory. umt ``copy`` (pieces, sha256,
+  size) against ``cp``. (``auto`` would try a reflink, get EXDEV and do the same copy.)
 * ``reflink``: a loop-mounted btrfs with two subvolumes, ``downloads`` (holding a copy of the
   source) and ``library``. Subvolumes have their own ``st_dev``, so ``auto`` does not hardlink
   but clones (FICLONE), as with a downloads and a library subvolume on one btrfs disk. Against
@@ -59,7 +61,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from umt.media.importing import import_file, partial_path
+from umt.media.importing import FilePieces, import_file, partial_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / ".results"
@@ -67,6 +69,8 @@ RESULTS = ROOT / "bench" / ".results"
 DEFAULT_SIZES = "2G,20G"
 QUICK_SIZES = "256M,1G"
 GENERATE_BLOCK = 64 * 1024 * 1024
+#: What torrent makers pick for files of 2-20 GB (a whole number of them in GENERATE_BLOCK).
+PIECE_LENGTH = 8 * 1024 * 1024
 READ_BLOCK = 8 * 1024 * 1024
 SPACE_MARGIN = 1024**3
 COPY_TARGET = 0.9
@@ -101,6 +105,8 @@ UMT_AUTO_LINK = Method("umt-auto", "umt auto (→ hardlink)", umt=("auto", "sha2
                        reads_data=False)
 UMT_SHA256 = Method("umt-copy-sha256", "umt copy, verify=sha256", umt=("copy", "sha256", "copy"))
 UMT_SIZE = Method("umt-copy-size", "umt copy, verify=size", umt=("copy", "size", "copy"))
+UMT_PIECES = Method("umt-copy-pieces", "umt copy, verify=pieces",
+                    umt=("copy", "pieces", "copy"))
 UMT_REFLINK = Method("umt-auto-reflink", "umt auto (→ reflink)",
                      umt=("auto", "sha256", "reflink"), reads_data=False)
 CP = Method("cp", "cp + fsync")
@@ -108,8 +114,8 @@ CP_REFLINK = Method("cp-reflink", "cp --reflink=always + fsync", cp_args=("--ref
                     reads_data=False)
 
 CASES: dict[str, list[Method]] = {
-    "same-fs": [UMT_HARDLINK, UMT_AUTO_LINK, UMT_SHA256, UMT_SIZE, CP],
-    "cross-fs": [UMT_SHA256, UMT_SIZE, CP],
+    "same-fs": [UMT_HARDLINK, UMT_AUTO_LINK, UMT_PIECES, UMT_SHA256, UMT_SIZE, CP],
+    "cross-fs": [UMT_PIECES, UMT_SHA256, UMT_SIZE, CP],
     "reflink": [UMT_REFLINK, CP_REFLINK],
 }
 BASELINE = {"same-fs": CP.key, "cross-fs": CP.key, "reflink": CP_REFLINK.key}
@@ -205,14 +211,16 @@ def quietly(what: str, fn: Callable[[], Any]) -> None:
 # ---------------------------------------------------------------------- files and mounts
 
 
-def write_source(path: Path, size: int) -> str:
-    """``size`` bytes of incompressible data, no two 4 KiB blocks alike; returns the SHA-256.
+def write_source(path: Path, size: int) -> tuple[str, FilePieces]:
+    """``size`` bytes of incompressible data, no two 4 KiB blocks alike; returns the SHA-256
+    and the file's pieces as a one-file torrent of ``PIECE_LENGTH`` pieces would give them.
 
     One random 64 MiB block, rotated by a different odd offset for every chunk (os.urandom alone
     runs at ~300 MB/s here, slower than the disk).
     """
     block = os.urandom(GENERATE_BLOCK)
     digest = hashlib.sha256()
+    pieces: list[bytes] = []
     written = 0
     chunk_no = 0
     with open(path, "wb", buffering=0) as f:
@@ -220,11 +228,13 @@ def write_source(path: Path, size: int) -> str:
             shift = (chunk_no * 4099) % GENERATE_BLOCK
             chunk = memoryview(block[shift:] + block[:shift])[: size - written]
             digest.update(chunk)
+            pieces.extend(hashlib.sha1(chunk[i : i + PIECE_LENGTH]).digest()
+                          for i in range(0, len(chunk), PIECE_LENGTH))
             f.write(chunk)
             written += len(chunk)
             chunk_no += 1
         os.fsync(f.fileno())
-    return digest.hexdigest()
+    return digest.hexdigest(), FilePieces(PIECE_LENGTH, size, tuple(pieces))
 
 
 def remove(path: Path) -> None:
@@ -314,7 +324,8 @@ def cpu_seconds(who: int) -> float:
 
 
 def timed_run(
-    method: Method, src: Path, dest: Path, *, size: int, sha256: str, cache: str
+    method: Method, src: Path, dest: Path, *, size: int, sha256: str, pieces: FilePieces,
+    cache: str,
 ) -> dict[str, Any]:
     remove(dest)
     os.sync()
@@ -333,7 +344,8 @@ def timed_run(
         cpu0 = cpu_seconds(resource.RUSAGE_SELF)
         start = time.perf_counter()
         result = import_file(src, dest, mode=mode, verify=verify,  # type: ignore[arg-type]
-                             check=_nothing, progress=_no_progress)
+                             check=_nothing, progress=_no_progress,
+                             pieces=pieces if verify == "pieces" else None)
         seconds = time.perf_counter() - start
         record["cpu_seconds"] = cpu_seconds(resource.RUSAGE_SELF) - cpu0
         if result.method != expected or result.size != size:
@@ -341,6 +353,9 @@ def timed_run(
                                f"{result.size} bytes; expected a {expected} of {size}")
         if result.sha256 is not None and result.sha256 != sha256:
             raise RuntimeError(f"{method.label}: SHA-256 {result.sha256} != source {sha256}")
+        if verify == "pieces" and result.pieces != len(pieces.hashes):
+            raise RuntimeError(f"{method.label}: {result.pieces} pieces checked, not "
+                               f"{len(pieces.hashes)}")
     else:
         cpu0 = cpu_seconds(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
@@ -383,9 +398,11 @@ class Results:
 
 
 def run_case(
-    results: Results, case: str, size: int, src: Path, dest_dir: Path, sha256: str,
-    caches: list[str], repeats: int, where: dict[str, Any], link_repeats: int = 5,
+    results: Results, case: str, size: int, src: Path, dest_dir: Path,
+    source: tuple[str, FilePieces], caches: list[str], repeats: int, where: dict[str, Any],
+    link_repeats: int = 5,
 ) -> None:
+    sha256, pieces = source
     methods = CASES[case]
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / FILE_NAME
@@ -399,7 +416,7 @@ def run_case(
                 for method in methods[shift:] + methods[:shift]:
                     for _ in range(1 if method.reads_data else link_repeats):
                         run = timed_run(method, src, dest, size=size, sha256=sha256,
-                                        cache=cache)
+                                        pieces=pieces, cache=cache)
                         run.update(case=case, size=size, repeat=rep, **where)
                         results.add(run)
                         log(f"  {case} {human_size(size)} {cache:4} {method.label:28} "
@@ -427,25 +444,25 @@ def bench_size(
         src = base / "downloads" / FILE_NAME
         src.parent.mkdir()
         started = time.perf_counter()
-        sha256 = write_source(src, size)
+        source = write_source(src, size)
         log(f"source {human_size(size)} written in {time.perf_counter() - started:.1f} s "
-            f"({src}, sha256 {sha256[:12]}…)")
+            f"({src}, sha256 {source[0][:12]}…)")
         src_fs = fs_type(src)
 
         if "same-fs" in cases:
-            run_case(results, "same-fs", size, src, base / "library", sha256, caches,
+            run_case(results, "same-fs", size, src, base / "library", source, caches,
                      args.repeats, {"src_fs": src_fs, "dest_fs": src_fs}, args.link_repeats)
 
         if "cross-fs" in cases:
-            cross_fs(results, args, base, src, size, sha256, caches, src_fs)
+            cross_fs(results, args, base, src, size, source, caches, src_fs)
 
         if "reflink" in cases:
-            reflink(results, args, base, src, size, sha256, caches)
+            reflink(results, args, base, src, size, source, caches)
 
 
 def cross_fs(
     results: Results, args: argparse.Namespace, base: Path, src: Path, size: int,
-    sha256: str, caches: list[str], src_fs: str,
+    source: tuple[str, FilePieces], caches: list[str], src_fs: str,
 ) -> None:
     if args.cross_fs == "shm":
         shm = Path("/dev/shm")
@@ -457,7 +474,7 @@ def cross_fs(
             return
         dest_dir = Path(tempfile.mkdtemp(prefix="umt-bench-import-", dir=shm))
         try:
-            run_case(results, "cross-fs", size, src, dest_dir / "library", sha256, caches,
+            run_case(results, "cross-fs", size, src, dest_dir / "library", source, caches,
                      args.repeats, {"src_fs": src_fs, "dest_fs": fs_type(dest_dir)},
                      args.link_repeats)
         finally:
@@ -467,7 +484,7 @@ def cross_fs(
         info = _mounted_image(stack, results, "cross-fs", base, size, "ext4")
         if info is None:
             return
-        run_case(results, "cross-fs", size, src, base / "ext4" / "library", sha256, caches,
+        run_case(results, "cross-fs", size, src, base / "ext4" / "library", source, caches,
                  args.repeats, {"src_fs": src_fs, "dest_fs": f"ext4 (loop, direct I/O "
                                 f"{'on' if info['loop_direct_io'] else 'off'})"},
                  args.link_repeats)
@@ -475,7 +492,7 @@ def cross_fs(
 
 def reflink(
     results: Results, args: argparse.Namespace, base: Path, src: Path, size: int,
-    sha256: str, caches: list[str],
+    source: tuple[str, FilePieces], caches: list[str],
 ) -> None:
     if shutil.which("mkfs.btrfs") is None or shutil.which("btrfs") is None:
         results.skip("reflink", size, "mkfs.btrfs not installed (apt-get install btrfs-progs)")
@@ -500,7 +517,7 @@ def reflink(
         where = {"src_fs": "btrfs subvolume downloads (loop, direct I/O "
                            f"{'on' if info['loop_direct_io'] else 'off'})",
                  "dest_fs": "btrfs subvolume library (same filesystem)"}
-        run_case(results, "reflink", size, btrfs_src, mountpoint / "library", sha256, caches,
+        run_case(results, "reflink", size, btrfs_src, mountpoint / "library", source, caches,
                  args.repeats, where, args.link_repeats)
 
 
@@ -589,22 +606,22 @@ def table(data: dict[str, Any]) -> str:
 
 def summary(groups: dict[tuple[str, int, str, str], list[dict[str, Any]]]) -> list[str]:
     lines: list[str] = []
-    ratios = []
-    for (case, size, cache, method), group in sorted(groups.items()):
-        if method != UMT_SHA256.key:
+    for verify, key in (("pieces", UMT_PIECES.key), ("sha256", UMT_SHA256.key)):
+        ratios = []
+        for (case, size, cache, method), group in sorted(groups.items()):
+            base = groups.get((case, size, cache, BASELINE[case]))
+            if method == key and base:
+                ratio = median(r["seconds"] for r in base) / median(r["seconds"] for r in group)
+                ratios.append((round(ratio, 2), case, size, cache))
+        if not ratios:
             continue
-        base = groups.get((case, size, cache, BASELINE[case]))
-        if base:
-            ratio = median(r["seconds"] for r in base) / median(r["seconds"] for r in group)
-            ratios.append((round(ratio, 2), case, size, cache))
-    if ratios:
         ratios.sort()
         low, high = ratios[0], ratios[-1]
         missed = [f"{c} {human_size(s)} {k} ({r:.2f}{X})" for r, c, s, k in ratios
                   if r < COPY_TARGET]
         verdict = "met" if not missed else "not met in " + ", ".join(missed)
         lines.append(
-            f"- copy+verify (sha256) ÷ cp+fsync: {low[0]:.2f}{X} to {high[0]:.2f}{X} over "
+            f"- copy+verify ({verify}) ÷ cp+fsync: {low[0]:.2f}{X} to {high[0]:.2f}{X} over "
             f"{len(ratios)} case/size/cache groups (lowest: {low[1]} {human_size(low[2])} "
             f"{low[3]}); target ≥ {COPY_TARGET}{X}: **{verdict}**")
     for label, key in (("umt hardlink", UMT_HARDLINK.key), ("umt reflink", UMT_REFLINK.key),

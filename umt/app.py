@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from umt.media.qbittorrent import QbtClient
     from umt.media.request import AcquireRequest
     from umt.media.sources import TorrentSource
+    from umt.media.verification import FileCheck
 
 
 class App:
@@ -165,6 +166,18 @@ class App:
             if not same:
                 raise
             return StartResult(existing, created=False)
+
+    def verify_imports(self, engine: Engine, run_id: str) -> list[FileCheck]:
+        """Checks the files run ``run_id`` imported against its torrent's piece hashes again
+        (``umt verify``); raises ``UnknownRun`` or ``NothingImported`` (bad input)."""
+        from umt.media.acquire import WORKFLOW_NAME
+        from umt.media.verification import NothingImported, verify_run
+
+        run = engine.get(run_id)
+        info_hash = run.input.get("info_hash") if isinstance(run.input, dict) else None
+        if run.workflow != WORKFLOW_NAME or not isinstance(info_hash, str):
+            raise NothingImported(f"run {run_id} is not an acquisition")
+        return verify_run(engine.database, self.qbittorrent(), run_id, info_hash)
 
     def acquire_request(
         self, source: TorrentSource, *, title: str | None = None,

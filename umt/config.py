@@ -396,7 +396,7 @@ class LibrarySettings(_Section):
     import_mode: ImportMode = "auto"
     naming_template: str = DEFAULT_TEMPLATE
     all_files: bool = False
-    verify: VerifyMode = "sha256"
+    verify: VerifyMode = "pieces"
     #: Mode of the files and folders imports create ("0640"); None: as the umask leaves them.
     file_mode: Annotated[str | None, _octal_mode(0o400, "read")] = None
     dir_mode: Annotated[str | None, _octal_mode(0o700, "read, write and search")] = None

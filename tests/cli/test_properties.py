@@ -85,6 +85,7 @@ COMMANDS = st.one_of(
     st.tuples(st.just(["signal"]), HOSTILE_TEXT.map(lambda s: [s]), _option("--data", JSONISH),
               _option("--run", RUN_IDS), _option("--idempotency-key", HOSTILE_TEXT)),
     st.tuples(st.sampled_from([["status"], ["show"], ["cancel"]]), RUN_IDS.map(lambda s: [s])),
+    st.tuples(st.just(["verify"]), RUN_IDS.map(lambda s: [s]), st.sampled_from([[], ["--json"]])),
     st.tuples(st.just(["runs"]), _option("--status", HOSTILE_TEXT),
               _option("--limit", NUMBERISH)),
     st.tuples(st.just(["catalog"]), _option("--limit", NUMBERISH)),

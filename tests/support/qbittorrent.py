@@ -380,9 +380,11 @@ class Swarm:
     def announce_url(self) -> str:
         return f"http://127.0.0.1:{self.tracker_port}/announce"
 
-    def seed(self, path: Path, *, timeout: float = 60.0) -> SeededTorrent:
+    def seed(
+        self, path: Path, *, timeout: float = 60.0, piece_size: int | None = None
+    ) -> SeededTorrent:
         """Make a torrent of the data at ``path``, add it to the seeder, wait until it seeds."""
-        torrent_bytes = make_torrent(path, tracker_url=self.announce_url)
+        torrent_bytes = make_torrent(path, tracker_url=self.announce_url, piece_size=piece_size)
         info_hash = torf.Torrent.read_stream(torrent_bytes).infohash
         client = self.seeder.client()
         client.torrents_add(torrent_files=torrent_bytes, save_path=str(path.parent))
@@ -406,3 +408,19 @@ class Swarm:
 
     def destroy(self) -> None:
         self.seeder.destroy()
+
+
+def torrent_file(folder: Path, seeded: SeededTorrent) -> str:
+    """``seeded``'s .torrent written into ``folder``; its path, as a source for umt."""
+    path = folder / f"{seeded.path.name}.torrent"
+    path.write_bytes(seeded.torrent_bytes)
+    return str(path)
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    """Corrupt one byte of ``path`` in place (its size stays)."""
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        value = file.read(1)[0]
+        file.seek(offset)
+        file.write(bytes([value ^ 0x40]))

@@ -32,6 +32,7 @@ from umt.cli.commands import (
     status,
     systemd,
     tables,
+    verify,
     web,
     worker,
 )
@@ -127,6 +128,7 @@ app.command("show")(show.show)
 app.command("tables")(tables.tables)
 app.command("catalog")(catalog.catalog)
 app.command("doctor")(doctor.doctor)
+app.command("verify")(verify.verify)
 app.command("web")(web.web)
 app.command("systemd")(systemd.systemd)
 app.add_typer(db.db_app)

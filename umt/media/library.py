@@ -27,7 +27,10 @@ from umt.media.downloads import REMOVED_OUTSIDE_UMT
 from umt.media.importing import (
     CrossDevice,
     DestinationExists,
+    FilePieces,
     ImportResult,
+    PieceMismatch,
+    VerifyMode,
     ensure_dir_inside,
     holds_import,
     import_file,
@@ -43,11 +46,12 @@ from umt.media.naming import (
     year_in,
 )
 from umt.media.packs import Choice, choose_files
-from umt.media.qbittorrent import QbtClient
+from umt.media.qbittorrent import QbtClient, QbtError, TorrentInfo
 from umt.media.release_names import parse_release, release_path
 from umt.media.request import AcquireRequest
 from umt.media.results import Imported, ImportedFile
 from umt.media.selection import NoMediaFile
+from umt.media.torrent_pieces import PiecesUnavailable, TorrentLayout, layout_of, pieces_of_file
 from umt.records import claims, ledger
 
 log = logging.getLogger(__name__)
@@ -74,10 +78,38 @@ def import_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) 
     except (NoMediaFile, UnsafePath, TemplateError) as exc:
         raise PermanentError(str(exc)) from exc
     _claim(step, [destination for _, destination in planned])
+    layout = _layout(qbt, info) if request.verify == "pieces" else None
     return Imported(files=[
-        _import_one(step, request, source, destination, library_root)
+        _import_one(step, request, source, destination, library_root, layout)
         for source, destination in planned
     ])
+
+
+def _layout(qbt: QbtClient, info: TorrentInfo) -> TorrentLayout | str:
+    """The torrent's pieces, or why they cannot be used (the import then falls back)."""
+    try:
+        return layout_of(qbt, info)
+    except PiecesUnavailable as exc:
+        return str(exc)
+    except QbtError as exc:  # an older qBittorrent, or one that cannot say (unreachable: retry)
+        return f"qBittorrent gave no piece hashes: {exc}"
+
+
+def _verification(
+    request: AcquireRequest, layout: TorrentLayout | str | None, source: Path
+) -> tuple[VerifyMode, FilePieces | None, str | None]:
+    """How this file is verified: by the torrent's pieces when they can be had, else by
+    SHA-256 (with the reason why not), or as the request says."""
+    if layout is None:
+        return request.verify, None, None
+    reason = layout if isinstance(layout, str) else None
+    if not isinstance(layout, str):
+        try:
+            return "pieces", pieces_of_file(layout, source), None
+        except PiecesUnavailable as exc:
+            reason = str(exc)
+    log.info("%s: no piece verification (%s); verifying by SHA-256", source.name, reason)
+    return "sha256", None, reason
 
 
 def plan_destinations(
@@ -153,7 +185,7 @@ def _content_inside_save_path(content_path: str | None, save_path: str | None) -
 
 def _import_one(
     step: StepContext, request: AcquireRequest, source: Path, destination: Path,
-    library_root: Path,
+    library_root: Path, layout: TorrentLayout | str | None,
 ) -> ImportedFile:
     operation = copy_operation(destination)
     entries = ledger.entries_of_operation(step, operation)
@@ -167,9 +199,11 @@ def _import_one(
         )
     created = ensure_dir_inside(destination.parent, library_root, request.permissions)
     size = source.stat().st_size
+    verify, pieces, no_pieces = _verification(request, layout, source)
     ledger.record(step, operation, ledger.INTENT, {
         "source": str(source), "size": size, "mode": request.import_mode,
-        "created_dirs": [str(path) for path in created],
+        "created_dirs": [str(path) for path in created], "verify": verify,
+        **({"pieces_unavailable": no_pieces} if no_pieces else {}),
     })
     # Only now, holding the run (the intent write was fenced), may earlier writers' temporary
     # files go; a writer that lost the run only ever removes its own.
@@ -182,9 +216,17 @@ def _import_one(
         result = import_file(
             source, destination, mode=request.import_mode, check=step.check,
             progress=lambda done, total: step.progress(done, total, file=destination.name),
-            verify=request.verify, before_rename=before_rename,
+            verify=verify, pieces=pieces, before_rename=before_rename,
             owner=f"e{step.lease_epoch}", permissions=request.permissions,
         )
+    except PieceMismatch as exc:
+        # The download is not what the torrent publishes: nothing was published, and
+        # copying it again would give the same bytes.
+        ledger.record(step, operation, ledger.FAILED, {"source": str(source), "reason": str(exc)})
+        raise PermanentError(
+            f"{exc}; the download is kept: a recheck in qBittorrent finds the damaged piece "
+            "and downloads it again"
+        ) from exc
     except (CrossDevice, DestinationExists) as exc:
         raise PermanentError(str(exc)) from exc
     _warn_if_group_cannot_read(request, result)
@@ -224,7 +266,7 @@ def _detail(source: Path, result: ImportResult) -> dict[str, Any]:
     return {
         "source": str(source), "path": str(result.dest), "size": result.size,
         "sha256": result.sha256, "method": result.method, "device": result.device,
-        "inode": result.inode, "mtime_ns": result.mtime_ns,
+        "inode": result.inode, "mtime_ns": result.mtime_ns, "pieces": result.pieces,
     }
 
 

@@ -116,15 +116,20 @@ class TorrentFile:
     size: int
     progress: float
     priority: int
+    #: The first and last piece the file touches, as qBittorrent reports them.
+    piece_range: tuple[int, int] | None = None
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any], position: int) -> TorrentFile:
+        pieces = data.get("piece_range")
         return cls(
             index=int(data.get("index", position)),
             path=str(data["name"]),
             size=int(data["size"]),
             progress=float(data.get("progress", 0.0)),
             priority=int(data.get("priority", 1)),
+            piece_range=(int(pieces[0]), int(pieces[1]))
+            if isinstance(pieces, list | tuple) and len(pieces) == 2 else None,
         )
 
 
@@ -403,6 +408,18 @@ class QbtClient:
             raise QbtNotFound(f"qBittorrent at {self.url} has no torrent {info_hash}")
         found = self._call("list files", self._api.torrents_files, torrent_hash=torrent.torrent_id)
         return [TorrentFile.from_api(data, i) for i, data in enumerate(found)]
+
+    def piece_hashes(self, torrent: TorrentInfo) -> list[str]:
+        """The torrent's v1 piece hashes (SHA-1, hex), in piece order; empty when qBittorrent
+        has none (no metadata yet, or a v2-only torrent)."""
+        found = self._call("read piece hashes", self._api.torrents_piece_hashes,
+                           torrent_hash=torrent.torrent_id)
+        return [str(digest) for digest in found]
+
+    def piece_size(self, torrent: TorrentInfo) -> int:
+        properties = self._call("read torrent properties", self._api.torrents_properties,
+                                torrent_hash=torrent.torrent_id)
+        return int(str(properties.get("piece_size") or 0))
 
     def add_peers(self, info_hash: str, peers: list[str]) -> None:
         """Tell qBittorrent about peers (``host:port``) for a torrent."""

@@ -39,6 +39,8 @@ class ImportedFile(_Result):
     device: int | None = None
     inode: int | None = None
     mtime_ns: int | None = None
+    #: How many of the torrent's pieces were checked against the copy (None: not checked).
+    pieces: int | None = None
 
 
 class Imported(_Result):

@@ -1,4 +1,4 @@
-"""Byte copies: written in cache-sized slices, hashed on a helper thread while copying."""
+"""Byte copies: written in cache-sized slices, hashed on helper threads while copying."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from types import TracebackType
 
 from umt.media.importing.failures import ImportFailure, NoSpace, SourceChanged, human
 from umt.media.importing.paths import remove_if_present
+from umt.media.importing.pieces import PieceHasher
 from umt.media.importing.words import DEFAULT_CHUNK_SIZE, CheckFn, ProgressFn
 
 PROGRESS_INTERVAL_SECONDS = 0.5
@@ -52,12 +53,18 @@ def copy_data(
     hashing: bool,
     check: CheckFn,
     progress: ProgressFn,
+    pieces: PieceHasher | None = None,
 ) -> str | None:
+    """Copy ``total`` bytes; the SHA-256 of them when ``hashing``. With ``pieces``, every piece
+    of the torrent the file touches is checked as it is copied (and no SHA-256 is computed)."""
     os.posix_fadvise(src_fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
     report = _ThrottledProgress(progress, total)
     group = min(chunk_size, _HASH_GROUP)
-    buffers: _HashingBuffers | _PlainBuffer
-    buffers = _HashingBuffers(group) if hashing else _PlainBuffer(group)
+    buffers: _HashingBuffers | _PlainBuffer | PieceHasher
+    if pieces is not None:
+        buffers = pieces
+    else:
+        buffers = _HashingBuffers(group) if hashing else _PlainBuffer(group)
     with buffers:
         copied = 0
         next_check = 0
@@ -65,8 +72,11 @@ def copy_data(
             if copied >= next_check:
                 check()
                 next_check = copied + chunk_size
-            buffer = buffers.take()
-            filled = _copy_into(src_fd, dst_fd, memoryview(buffer))
+            taken = buffers.take()
+            if taken is None:
+                break
+            buffer, view = taken
+            filled = _copy_into(src_fd, dst_fd, view)
             if filled == 0:
                 buffers.give_back(buffer)
                 break
@@ -122,8 +132,8 @@ class _PlainBuffer:
     def __exit__(self, *exc_info: object) -> None:
         return None
 
-    def take(self) -> bytearray:
-        return self._buffer
+    def take(self) -> tuple[bytearray, memoryview]:
+        return self._buffer, memoryview(self._buffer)
 
     def give_back(self, buffer: bytearray) -> None:
         return None
@@ -169,8 +179,9 @@ class _HashingBuffers:
     ) -> None:
         self._stop()
 
-    def take(self) -> bytearray:
-        return self._free.get()
+    def take(self) -> tuple[bytearray, memoryview]:
+        buffer = self._free.get()
+        return buffer, memoryview(buffer)
 
     def give_back(self, buffer: bytearray) -> None:
         self._free.put(buffer)

@@ -24,6 +24,7 @@ from umt.media.importing.links import (
 )
 from umt.media.importing.paths import remove_stray_partial
 from umt.media.importing.permissions import NO_PERMISSIONS, Permissions
+from umt.media.importing.pieces import FilePieces, PieceHasher
 from umt.media.importing.publish import Publisher, exists_message, nothing_to_do
 from umt.media.importing.words import (
     DEFAULT_CHUNK_SIZE,
@@ -49,6 +50,7 @@ def import_file(
     before_rename: BeforeRename | None = None,
     owner: str = "",
     permissions: Permissions = NO_PERMISSIONS,
+    pieces: FilePieces | None = None,
 ) -> ImportResult:
     """Import ``src`` as ``dest``, whose folder must exist (see :func:`ensure_dir_inside`).
 
@@ -65,8 +67,15 @@ def import_file(
 
     ``check()`` is called before every ``chunk_size`` bytes copied, so a cancel stops the copy
     within one chunk; ``progress`` at most every 0.5 s and once at the end.
+
+    ``verify="pieces"`` needs ``pieces``: a copy is then checked piece by piece against the
+    torrent's hashes before it is published, and a mismatch raises :class:`PieceMismatch` with
+    nothing published and no temporary file left. Hardlinks and reflinks share the download's
+    blocks and are not read (``umt verify`` checks them later).
     """
     _validate_arguments(mode, verify, chunk_size)
+    if verify == "pieces" and pieces is None:
+        raise ValueError("verify='pieces' needs the torrent's pieces of the file")
     publish = Publisher(dest, owner, before_rename or nothing_to_do, progress, permissions)
     with translated_os_errors(dest.parent, src):
         check()
@@ -90,6 +99,7 @@ def import_file(
             needed=size,
             allow_reflink=mode == "auto",
             hashing=verify == "sha256",
+            pieces=pieces if verify == "pieces" else None,
             chunk_size=chunk_size,
             check=check,
         )
@@ -124,17 +134,20 @@ def _import_by_writing(
     needed: int,
     allow_reflink: bool,
     hashing: bool,
+    pieces: FilePieces | None,
     chunk_size: int,
     check: CheckFn,
 ) -> ImportResult:
     with opened(src, os.O_RDONLY) as src_fd, partial_file(publish.partial) as dst_fd:
         before = os.fstat(src_fd)
+        checked = None
         if allow_reflink and reflink(src_fd, dst_fd):
             method: ImportMethod = "reflink"
             digest = None
         else:
             method = "copy"
             ensure_space(publish.dest.parent, needed, src)
+            hasher = None if pieces is None else PieceHasher(pieces, before.st_size, src.name)
             digest = copy_data(
                 src_fd,
                 dst_fd,
@@ -143,17 +156,19 @@ def _import_by_writing(
                 hashing=hashing,
                 check=check,
                 progress=publish.progress,
+                pieces=hasher,
             )
+            checked = None if pieces is None else len(pieces.hashes)
         check_complete(src, src_fd, before, dst_fd)
         os.fsync(dst_fd)
-    return publish(before.st_size, digest, method)
+    return publish(before.st_size, digest, method, checked)
 
 
 def _validate_arguments(mode: str, verify: str, chunk_size: int) -> None:
     if mode not in ("auto", "hardlink", "copy"):
         raise ValueError(f"unknown import mode {mode!r}: use 'auto', 'hardlink' or 'copy'")
-    if verify not in ("sha256", "size"):
-        raise ValueError(f"unknown verify mode {verify!r}: use 'sha256' or 'size'")
+    if verify not in ("pieces", "sha256", "size"):
+        raise ValueError(f"unknown verify mode {verify!r}: use 'pieces', 'sha256' or 'size'")
     if chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, not {chunk_size}")
 

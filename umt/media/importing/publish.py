@@ -27,13 +27,15 @@ class Publisher:
         self._before_rename = before_rename
         self._permissions = permissions
 
-    def __call__(self, size: int, sha256: str | None, method: ImportMethod) -> ImportResult:
+    def __call__(
+        self, size: int, sha256: str | None, method: ImportMethod, pieces: int | None = None
+    ) -> ImportResult:
         try:
             if method != "hardlink":  # a hardlink's inode is the download's: left alone
                 self._permissions.apply_to_file(self.partial)
             written = self.partial.stat()
             result = ImportResult(self.dest, size, sha256, method, written.st_dev,
-                                  written.st_ino, written.st_mtime_ns)
+                                  written.st_ino, written.st_mtime_ns, pieces)
             self._before_rename(result)
             publish_no_replace(self.partial, self.dest)
         except BaseException:

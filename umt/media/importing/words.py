@@ -13,7 +13,7 @@ __all__ = [
 ]
 
 ImportMode = Literal["auto", "hardlink", "copy"]
-VerifyMode = Literal["sha256", "size"]
+VerifyMode = Literal["pieces", "sha256", "size"]
 ImportMethod = Literal["hardlink", "reflink", "copy"]
 CheckFn = Callable[[], None]
 ProgressFn = Callable[[int, int], None]
@@ -33,3 +33,6 @@ class ImportResult:
     device: int
     inode: int
     mtime_ns: int
+    #: How many of the torrent's pieces were checked against the copied bytes (None: the
+    #: import was not checked against piece hashes).
+    pieces: int | None = None
