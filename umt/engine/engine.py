@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from umt.engine.clock import SYSTEM_CLOCK, Clock
+from umt.engine.clock import Clock
 from umt.engine.models import StartResult
 from umt.engine.store.database import Database, Session
 from umt.engine.store.maintenance import Maintenance
@@ -58,12 +58,12 @@ class Engine(Runs, Signals, Maintenance):
         self,
         database: Database,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Clock | None = None,
         signal_ttl: timedelta = timedelta(days=7),
         migration_sets: Sequence[MigrationSet] = (),
     ) -> None:
         super().__init__(database, clock, signal_ttl=signal_ttl)
-        self.store = Store(database, clock, signal_ttl=signal_ttl)
+        self.store = Store(database, self.clock, signal_ttl=signal_ttl)
         self.migration_sets = [ENGINE_MIGRATIONS, *migration_sets]
 
     def close(self) -> None:

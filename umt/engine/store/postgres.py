@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -14,6 +16,7 @@ from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
+from umt.engine.clock import SYSTEM_CLOCK, ClockSample, ServerClock
 from umt.engine.store.database import (
     CANCEL_CHANNEL,
     WORK_CHANNEL,
@@ -57,6 +60,8 @@ class PostgresDatabase(Database):
         "notify", "notify_released", "lock_migrations", "unlock_migrations",
         # Live readers (umt web); on SQLite they watch PRAGMA data_version instead.
         "change_marker",
+        # The fleet's clock (fleet_clock); SQLite serves one machine and keeps its clock.
+        "server_time",
     })
 
     def __init__(
@@ -92,6 +97,7 @@ class PostgresDatabase(Database):
         )
         self._opened = False
         self._open_lock = threading.Lock()
+        self._clock = ServerClock(self._clock_sample)
 
     @property
     def engine_schema(self) -> str:
@@ -178,6 +184,19 @@ class PostgresDatabase(Database):
             row = session.row("change_marker", workflow_keys=list(workflow_keys))
         assert row is not None
         return ChangeMarker(str(row["marker"]), bool(row["busy"]), row["next_due"])
+
+    def fleet_clock(self) -> ServerClock:
+        """The server's clock: workers on several hosts agree on it whatever their own say."""
+        return self._clock
+
+    def _clock_sample(self) -> ClockSample:
+        with self.autocommit() as session:
+            sent = time.monotonic()
+            row = session.row("server_time")
+            received = time.monotonic()
+            local = SYSTEM_CLOCK.now() - timedelta(seconds=(received - sent) / 2)
+        assert row is not None
+        return ClockSample(row["server_time"], sent, received, local)
 
     def listener(self) -> Listener:
         return PostgresListener(self, [WORK_CHANNEL, CANCEL_CHANNEL, WORKERS_CHANNEL])
