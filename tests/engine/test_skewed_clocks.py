@@ -8,7 +8,6 @@ ahead, and a takeover 45 s late to the one behind); 50 runs of 3 steps with a 2 
 
 from __future__ import annotations
 
-import glob
 import signal
 from collections import Counter
 from datetime import datetime, timedelta
@@ -28,6 +27,7 @@ from tests.engine.test_processes import (
     running_attempt,
     workers,
 )
+from tests.support.faketime import shifted
 from umt.engine import Engine, RunStatus
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres_only]
@@ -38,21 +38,6 @@ LEASE = 4.0
 RUNS = 50
 NAP = timedelta(seconds=2)
 SKEW = 45
-
-
-def libfaketime() -> str:
-    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
-    if not found:
-        # Not skip_unavailable: scripts/lib/bootstrap.sh installs it, so a full run fails here.
-        pytest.skip("libfaketime is not installed (Debian package faketime)")
-    return found[0]
-
-
-def shifted(seconds: int) -> dict[str, str]:
-    """The environment of a process whose wall clock is ``seconds`` off (monotonic time is
-    left alone, as a real host's would be)."""
-    return {"LD_PRELOAD": libfaketime(), "FAKETIME": f"{seconds:+d}s",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
 def registered(engine: Engine, *processes: WorkerProcess) -> dict[int, str]:
