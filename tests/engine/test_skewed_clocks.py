@@ -95,15 +95,16 @@ def test_workers_45s_ahead_and_behind_share_runs_by_the_servers_clock(
     assert per_step(business.effect_rows()) == every_step
     assert per_step(business.executions()) == every_step
 
-    # every nap was asked 2 s after its step by the server's clock, and woke no earlier than
-    # asked by the server's clock (nor later by a skew)
+    # every nap was asked 2 s after its step by the server's clock (to within the worker's
+    # measurement of it: its round trip, more while the machine is busy), and woke no earlier
+    # than asked by the server's clock (nor later by a skew)
     started = {(row["run_id"], row["step"]): row["executed_at"]
                for row in execution_times(business)}
     for run_id in run_ids:
         [sleep] = [step for step in engine.steps(run_id) if step.name == "nap"]
         assert sleep.wake_at is not None
         asked = sleep.wake_at - started[(run_id, "s1")]
-        assert NAP - timedelta(milliseconds=10) <= asked < NAP + timedelta(seconds=LEASE), asked
+        assert NAP - timedelta(milliseconds=100) <= asked < NAP + timedelta(seconds=LEASE), asked
         woke = started[(run_id, "s2")] - sleep.wake_at
         assert timedelta(0) <= woke < timedelta(seconds=LEASE), (run_id, woke)
 

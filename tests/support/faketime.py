@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import glob
+import threading
+import time
 
 import pytest
 
@@ -20,3 +22,13 @@ def shifted(seconds: int) -> dict[str, str]:
     alone, as a real host's would be)."""
     return {"LD_PRELOAD": libfaketime(), "FAKETIME": f"{seconds:+d}s",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+
+def sleep_on_condition_variables() -> None:
+    """For a process under libfaketime (0.9.10) with FAKETIME_DONT_FAKE_MONOTONIC, where
+    clock_nanosleep on the monotonic clock, which ``time.sleep`` uses, fails with EINVAL: waits on
+    condition variables (``threading.Event.wait``, what umt's worker waits on otherwise) work."""
+    def sleep(seconds: float) -> None:
+        threading.Event().wait(seconds)
+
+    time.sleep = sleep  # type: ignore[assignment]

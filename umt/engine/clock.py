@@ -73,6 +73,10 @@ class ClockSample:
         return self.server - self.local
 
 
+#: A measurement whose round trip is longer than this (seconds) is repeated within a second.
+_PRECISE_ENOUGH = 0.005
+
+
 class ServerClock:
     """The database server's time, read without a round trip per call.
 
@@ -80,13 +84,15 @@ class ServerClock:
     round trip; afterwards the time is that reading plus the local *monotonic* time elapsed
     since the answer arrived. That is never ahead of the server (the server read its clock
     before the answer came back), so a timer is never seen due early, and a step of the
-    local wall clock changes nothing. It is measured again every ``resync_every`` seconds (in
-    the background, so ``now()`` never waits on the database once it has a measurement) and
-    soon after a reconnection (``resync_soon``).
+    local wall clock changes nothing; it is behind the server's by at most that round trip
+    (well under a millisecond on a LAN; a slow one is measured again within a second). It is
+    measured again every ``resync_every`` seconds (in the background, so ``now()`` never waits
+    on the database once it has a measurement) and soon after a reconnection
+    (``resync_soon``).
     """
 
     def __init__(
-        self, read: Callable[[], ClockSample], *, resync_every: float = 60.0, samples: int = 3
+        self, read: Callable[[], ClockSample], *, resync_every: float = 60.0, samples: int = 5
     ) -> None:
         self._read = read
         self._resync_every = resync_every
@@ -115,7 +121,10 @@ class ServerClock:
         best = min(readings, key=lambda sample: sample.round_trip)
         with self._lock:
             previous, self._best = self._best, best
-            self._next_sync = best.received + self._resync_every
+            # A slow round trip (a busy machine or network) leaves the time up to that much
+            # behind the server's: measure again soon rather than live with it for long.
+            again = self._resync_every if best.round_trip <= _PRECISE_ENOUGH else 1.0
+            self._next_sync = best.received + min(again, self._resync_every)
         if previous is not None:
             drift = (self._at(best, best.received) - self._at(previous, best.received))
             if abs(drift) > timedelta(seconds=1):

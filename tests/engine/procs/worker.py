@@ -14,10 +14,10 @@ import os
 import signal
 import sys
 import threading
-import time
 from datetime import timedelta
 
 from tests.engine.procs.workflows import build
+from tests.support.faketime import sleep_on_condition_variables
 from umt.engine import Engine, Registry, Worker, WorkerOptions, open_database
 from umt.engine.hostinfo import ProcessIdentity, current_process
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="pose as a worker on this other host (no same-host takeover)")
     args = parser.parse_args(argv)
     if os.environ.get("FAKETIME"):
-        _sleep_on_condition_variables()
+        sleep_on_condition_variables()
 
     logging.basicConfig(
         filename=args.log, level=logging.INFO,
@@ -71,16 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         engine.close()
     return 0
-
-
-def _sleep_on_condition_variables() -> None:
-    """Under libfaketime (0.9.10) with FAKETIME_DONT_FAKE_MONOTONIC, clock_nanosleep on the
-    monotonic clock, which ``time.sleep`` uses, fails with EINVAL; waits on condition
-    variables (``threading.Event.wait``, what the worker waits on otherwise) work."""
-    def sleep(seconds: float) -> None:
-        threading.Event().wait(seconds)
-
-    time.sleep = sleep
 
 
 def _identity(host: str) -> ProcessIdentity:
