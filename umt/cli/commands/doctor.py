@@ -120,8 +120,7 @@ def _database_check(app: Application) -> Check:
 def _clock_check(app: Application) -> Check:
     """On PostgreSQL the fleet coordinates on the server's clock; a host far off it still works
     but its logs and local times mislead, and it is worth fixing."""
-    from umt.engine import EngineError
-    from umt.engine.clock import SKEW_FIX, skew_bound
+    from umt.engine import SKEW_FIX, EngineError, skew_bound
 
     if app.settings.database_target().kind == "sqlite":
         return Check("clock", "ok", "SQLite: workers use this machine's clock")
