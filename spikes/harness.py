@@ -366,7 +366,7 @@ class Case:
                faults: str | None = None, concurrency: int = 2,
                env: dict[str, str] | None = None) -> Proc:
         """``umt worker`` as its own process (through ``spikes.umt_cli`` when it needs the
-        spike workflows or faults); ``env`` is added to its environment."""
+        spike workflows or faults); ``env``: more environment (``UMT_DATABASE_URL``, …)."""
         extra: dict[str, str] = dict(env or {})
         spike = bool(workflows) or bool(faults)
         if workflows:
