@@ -1,5 +1,5 @@
 """The fleet's clock: the PostgreSQL server's time, read once and then followed on this host's
-monotonic clock; SQLite keeps the machine's clock."""
+elapsed time; SQLite keeps the machine's clock."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from tests.engine.conftest import wait_until
 from umt.engine import SYSTEM_CLOCK, Engine
-from umt.engine.clock import ClockSample, ServerClock, clock_offset, skew_bound
+from umt.engine.clock import ClockSample, ServerClock, clock_offset, elapsed, skew_bound
 
 SERVER = datetime(2031, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -32,7 +32,7 @@ class FakeServer:
                 raise OSError("server gone")
             trip = self.trips[self.readings % len(self.trips)]
             self.readings += 1
-        received = time.monotonic()
+        received = elapsed()
         sent = received - trip
         local = SYSTEM_CLOCK.now() - timedelta(seconds=trip / 2)
         # the server read its clock somewhere during the trip: here, at its very start

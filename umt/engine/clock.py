@@ -53,10 +53,19 @@ class FakeClock:
 SYSTEM_CLOCK = SystemClock()
 
 
+def elapsed() -> float:
+    """Seconds on a clock that only moves forward and, unlike ``time.monotonic()`` on Linux,
+    also while the machine is suspended (a VM resumed after a pause is not behind)."""
+    return time.clock_gettime(_ELAPSED_CLOCK)
+
+
+_ELAPSED_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
 @dataclass(frozen=True)
 class ClockSample:
     """One reading of the server's clock: ``server`` was read between ``sent`` and
-    ``received`` (``time.monotonic()``), while the local clock read ``local``."""
+    ``received`` (``elapsed()``), while the local clock read ``local``."""
 
     server: datetime
     sent: float
@@ -81,16 +90,16 @@ class ServerClock:
     """The database server's time, read without a round trip per call.
 
     A measurement reads the server's clock a few times and keeps the reading with the shortest
-    round trip; afterwards the time is that reading plus the local *monotonic* time elapsed
-    since the answer arrived. That is never ahead of the server (the server read its clock
-    before the answer came back), so a timer is never seen due early, and a step of the
-    local wall clock changes nothing; it is behind the server's by at most that round trip
-    (well under a millisecond on a LAN; a slow one is measured again within a second). It is
-    measured again every ``resync_every`` seconds (in the background, so ``now()`` never waits
-    on the database once it has a measurement) and soon after a reconnection
-    (``resync_soon``). Monotonic time runs at the rate of the host's wall clock, so what a new
-    measurement catches is a step of the server's clock; every 5 minutes costs an idle worker
-    3 statements per 5 minutes.
+    round trip; afterwards the time is that reading plus the local time elapsed since the
+    answer arrived (``elapsed()``: monotonic, counting suspended time). That is never ahead of
+    the server (the server read its clock before the answer came back), so a timer is never
+    seen due early, and a step of the local wall clock changes nothing; it is behind the
+    server's by at most that round trip (well under a millisecond on a LAN; a slow one is
+    measured again within a second). It is measured again every ``resync_every`` seconds (in
+    the background, so ``now()`` never waits on the database once it has a measurement) and
+    soon after a reconnection (``resync_soon``). Elapsed time runs at the rate of the host's
+    wall clock, so what a new measurement catches is a step of the server's clock; measuring
+    every 5 minutes costs an idle worker 3 statements per 5 minutes.
     """
 
     def __init__(
@@ -102,15 +111,15 @@ class ServerClock:
         self._lock = threading.Lock()
         self._best: ClockSample | None = None
         self._syncing = False
-        self._next_sync = float("inf")  # time.monotonic() of the next measurement
+        self._next_sync = float("inf")  # elapsed() of the next measurement
 
     def now(self) -> datetime:
         best = self._best
         if best is None:
             best = self.sync()
-        elif time.monotonic() >= self._next_sync:
+        elif elapsed() >= self._next_sync:
             self._sync_in_background()
-        return best.server + timedelta(seconds=time.monotonic() - best.received)
+        return best.server + timedelta(seconds=elapsed() - best.received)
 
     @property
     def sample(self) -> ClockSample:
@@ -153,7 +162,7 @@ class ServerClock:
         except Exception as exc:  # the store's errors: keep the last measurement, try later
             log.debug("could not measure the server's clock: %s", exc)
             with self._lock:
-                self._next_sync = time.monotonic() + min(5.0, self._resync_every)
+                self._next_sync = elapsed() + min(5.0, self._resync_every)
         finally:
             with self._lock:
                 self._syncing = False

@@ -244,8 +244,9 @@ class Worker:
     def _leases_trustworthy(self) -> bool:
         """Whether a lease that looks expired may be taken over: not for one lease after the
         clock jumped forward (a step of the local clock on SQLite; of the server's on
-        PostgreSQL), when every live holder's lease looks expired until its heartbeat, due
-        within a third of a lease, extends it on the new time."""
+        PostgreSQL; or the machine was suspended, which time.monotonic() does not count), when
+        every live holder's lease looks expired until its heartbeat, due within a third of a
+        lease, extends it on the new time."""
         moment, now = time.monotonic(), self.clock.now()
         if self._last_reading is not None:
             last_moment, last_now = self._last_reading

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
-from umt.engine.clock import SYSTEM_CLOCK, ClockSample, ServerClock
+from umt.engine.clock import SYSTEM_CLOCK, ClockSample, ServerClock, elapsed
 from umt.engine.store.database import (
     CANCEL_CHANNEL,
     LIVENESS_CHECK,
@@ -234,9 +234,9 @@ class PostgresDatabase(Database):
 
     def _clock_sample(self) -> ClockSample:
         with self.autocommit() as session:
-            sent = time.monotonic()
+            sent = elapsed()
             row = session.row("server_time")
-            received = time.monotonic()
+            received = elapsed()
             local = SYSTEM_CLOCK.now() - timedelta(seconds=(received - sent) / 2)
         assert row is not None
         return ClockSample(row["server_time"], sent, received, local)
