@@ -440,6 +440,16 @@ def _busy_poll() -> None:
     Worker._idle_timeout = lambda self, claimed: 0.05  # type: ignore[method-assign]
 
 
+@breakage("local-clock", "on PostgreSQL each host coordinates on its own clock: leases, timers "
+          "and deadlines follow the worker's clock instead of the database server's",
+          "umt.engine.store.postgres.PostgresDatabase.fleet_clock: the local clock")
+def _local_clock() -> None:
+    from umt.engine.clock import SYSTEM_CLOCK
+    from umt.engine.store.postgres import PostgresDatabase
+
+    PostgresDatabase.fleet_clock = lambda self: SYSTEM_CLOCK  # type: ignore[method-assign,assignment,return-value]
+
+
 # ---------------------------------------------------------------------- qBittorrent
 
 

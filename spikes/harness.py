@@ -337,14 +337,14 @@ class Case:
         return text.replace(str(self.dir), "…").replace(str(self.spikes.base), "$TMP")
 
     def umt(self, *args: str, spike: bool = False, timeout: float = 120.0,
-            show: bool = True) -> CliResult:
+            show: bool = True, env: dict[str, str] | None = None) -> CliResult:
         """Runs one umt command (``--json``) and records it with its output as evidence."""
         argv = [*self._argv(spike), "--json", *args]
         prefix = "python -m spikes.umt_cli" if spike else "umt"
         shown_args = [a if len(a) < 90 else a[:60] + "…" for a in args]
         shown = self.shorten(f"{prefix} --json {shlex.join(shown_args)}")
         try:
-            done = subprocess.run(argv, cwd=REPO, env=child_env(), capture_output=True,
+            done = subprocess.run(argv, cwd=REPO, env=child_env(env), capture_output=True,
                                   text=True, timeout=timeout, stdin=subprocess.DEVNULL)
             code, out, err = done.returncode, done.stdout, done.stderr
         except subprocess.TimeoutExpired as exc:

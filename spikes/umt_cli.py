@@ -10,7 +10,9 @@ Everything is umt's CLI (``umt.cli.main``: same commands, same JSON, same exit c
   that a copy lasts long enough to be killed, frozen or canceled in the middle;
   ``stop-after-rename``: right after the first publish of a ``*.umt-partial`` file under its
   library name the process stops itself (SIGSTOP), so that the spike can kill it between the
-  publish and the commit of the step.
+  publish and the commit of the step; ``other-host=NAME``: the worker poses as one on host NAME.
+- ``FAKETIME`` (libfaketime preloaded: a host whose clock is off): ``time.sleep`` waits on a
+  condition variable instead (see ``tests/support/faketime.py``).
 - ``UMT_ENGINE_BREAK=name,…``: the named breakages of ``spikes/breakages.py`` (each removes
   one guarantee of umt, to show that the scenario guarding it fails).
 - one more command, ``spike-start WORKFLOW@VERSION``, which starts runs of a spike workflow
@@ -47,10 +49,23 @@ def install_faults(spec: str) -> list[str]:
             _slow_copy(float(value or "16") * 1024 * 1024)
         elif name == "stop-after-rename":
             _stop_after_rename()
+        elif name == "other-host":
+            _other_host(value or "elsewhere")
         else:
             raise SystemExit(f"{FAULTS_ENV}: unknown fault {name!r}")
         installed.append(item)
     return installed
+
+
+def _other_host(hostname: str) -> None:
+    """The worker poses as one on another host: a sibling takes its runs over only when their
+    leases expire, not as soon as its process is gone."""
+    import umt.engine.worker
+    from umt.engine.hostinfo import ProcessIdentity, current_process
+
+    me = current_process()
+    posed = ProcessIdentity(f"{hostname}/spike", hostname, me.pid, me.process_start)
+    umt.engine.worker.current_process = lambda: posed  # type: ignore[attr-defined]
 
 
 def _writes_partial(fd: int) -> bool:
@@ -174,6 +189,10 @@ def main() -> None:
     broken = install_breakages(os.environ.get(BREAK_ENV, ""))
     if broken:
         sys.stderr.write(f"spike breakages in pid {os.getpid()}: {', '.join(broken)}\n")
+    if os.environ.get("FAKETIME"):
+        from tests.support.faketime import sleep_on_condition_variables
+
+        sleep_on_condition_variables()
     installed = install_faults(os.environ.get(FAULTS_ENV, ""))
     if installed:
         sys.stderr.write(f"spike faults in pid {os.getpid()}: {', '.join(installed)}\n")

@@ -27,6 +27,7 @@ BURST = "spike-burst"
 SLEEPER = "spike-sleeper"
 SHARED = "spike-shared"
 HOLDER = "spike-holder"
+NAPPER = "spike-napper"
 
 QUERIES = "spikes"  # spikes/sql/<dialect>.sql
 
@@ -158,8 +159,38 @@ def holder(version: str) -> Workflow:
     return Workflow(HOLDER, version, run)
 
 
+# ---------------------------------------------------------------------- (skew) skewed clocks
+
+
+def server_time(step: StepContext) -> str:
+    """The database server's clock now (evidence that does not trust the worker's clock)."""
+    with step.transaction() as session:
+        [row] = session.execute(step.query_set(QUERIES)["server_time"])
+    return str(row["server_time"])
+
+
+def napper(version: str) -> Workflow:
+    """s1 → nap (a durable sleep of ``{"nap": "2s"}``) → s2 → s3. Each body writes intent with
+    the server's time when it started; s1 then waits ``{"hold": seconds}`` without checking,
+    when executed at lease epoch 1 (a step in flight to kill its worker in)."""
+
+    def run(ctx: WorkflowContext, spec: dict[str, Any]) -> Any:
+        def body(step: StepContext) -> Any:
+            ran(step, step.step_name, at=server_time(step), epoch=step.lease_epoch)
+            if step.step_name == "s1" and spec.get("hold") and step.lease_epoch == 1:
+                time.sleep(float(spec["hold"]))
+            return effect(step, step.step_name)
+
+        first = ctx.step("s1", body)
+        ctx.sleep("nap", spec.get("nap", "2s"))
+        return [first, ctx.step("s2", body), ctx.step("s3", body)]
+
+    return Workflow(NAPPER, version, run)
+
+
 BUILDERS = {
     FLAKY: flaky, BURST: burst, SLEEPER: sleeper, SHARED: shared, HOLDER: holder,
+    NAPPER: napper,
 }
 
 

@@ -50,6 +50,7 @@ BROKEN: dict[str, list[tuple[str, str]]] = {
     "unjoined-start": [("h", "start joins the caller's transaction")],
     "outage-fatal": [("pg-sleep", "the worker did not exit"), ("pg-500", "no worker exited")],
     "busy-poll": [("sleepers-10k", "idle polling stays cheap")],
+    "local-clock": [("skew", "every sleep woke no earlier than asked")],
     "lost-add": [("qbt-drop", "the run knows it added the torrent"),
                  ("qbt-drop-real", "the run still knows the torrent is its own")],
     "no-self-fence": [("partition", "A logged the loss within 15 s of the cut")],

@@ -26,6 +26,9 @@ missing_system_packages() {
     local python
     if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then echo postgresql; fi
     if ! command -v qbittorrent-nox >/dev/null; then echo qbittorrent-nox; fi
+    # Workers whose clocks are shifted against the PostgreSQL server's (tests/engine/
+    # test_skewed_clocks.py) run under libfaketime.
+    if ! compgen -G '/usr/lib/*/faketime/libfaketimeMT.so.1' >/dev/null; then echo faketime; fi
     # The importer's tests mount a tmpfs (full disk, read-only library) and loop-mount a btrfs
     # image (reflinks): a full run must not skip them for want of these tools.
     if ! command -v mkfs.btrfs >/dev/null; then echo btrfs-progs; fi

@@ -4,3 +4,7 @@
 -- name: insert_order
 INSERT INTO spike_biz.orders (order_key, run_id, attempt)
 VALUES (%(order_key)s, %(run_id)s::uuid, %(attempt)s);
+
+-- name: server_time
+-- The database server's clock, stamped on the evidence of the skewed-clocks scenario.
+SELECT clock_timestamp() AS server_time;

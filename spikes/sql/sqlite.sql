@@ -4,3 +4,6 @@
 -- name: insert_order
 INSERT INTO spike_orders (order_key, run_id, attempt)
 VALUES (:order_key, :run_id, :attempt);
+
+-- name: server_time
+SELECT strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') AS server_time;

@@ -24,8 +24,9 @@ def test_doctor_install_hook_show_hook(qbt_cli: Cli, qbittorrent: QbtInstance) -
     before = qbt_cli.invoke("doctor", "--json")
     assert before.exit_code == 1, before.output
     assert _checks(before.stdout) == {
-        "config": "ok", "database": "ok", "qbittorrent": "ok", "finish hook": "fail",
-        "paths": "ok", "library": "ok", "hardlinks": "ok", "library group": "skip",
+        "config": "ok", "database": "ok", "clock": "ok", "qbittorrent": "ok",
+        "finish hook": "fail", "paths": "ok", "library": "ok", "hardlinks": "ok",
+        "library group": "skip",
     }
     assert before.stderr == "umt: error: 1 check(s) failed: finish hook\n"
     assert qbittorrent.password not in before.output

@@ -44,7 +44,8 @@ def _explained(engine: Engine, name: str) -> Query:
 def test_the_claim_uses_the_due_index_among_100000_sleeping_runs(engine: Engine) -> None:
     _fill(engine)
     due = [engine.start(SLEEPER, n).run for n in range(10)]
-    params = {"workflow_keys": [SLEEPER.key, "other@1"], "now": engine.clock.now(), "limit": 4}
+    params = {"workflow_keys": [SLEEPER.key, "other@1"], "now": engine.clock.now(), "limit": 4,
+              "held": [], "take_leased": True}
 
     plan = _plan(engine, engine.database.queries["explain_claim_candidates"], params)
 

@@ -66,15 +66,18 @@ class Workers:
         self.started: list[WorkerProcess] = []
 
     def start(self, db_url: str, workflows: str = STEPS, *, variant: str = "",
-              lease: float = 2.0, concurrency: int = 4, grace: float = 1.0) -> WorkerProcess:
+              lease: float = 2.0, concurrency: int = 4, grace: float = 1.0, host: str = "",
+              env: dict[str, str] | None = None) -> WorkerProcess:
+        """``host``: the worker poses as one on that host; ``env``: added to its environment."""
         log = self.tmp_path / f"worker-{len(self.started) + 1}.log"
         command = [
             sys.executable, "-m", "tests.engine.procs.worker", "--db", db_url,
             "--workflows", workflows, "--variant", variant, "--log", str(log),
             "--lease", str(lease), "--concurrency", str(concurrency), "--grace", str(grace),
-            "--poll", "0.2",
+            "--poll", "0.2", "--host", host,
         ]
-        popen = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL)
+        popen = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL,
+                                 env={**os.environ, **(env or {})})
         process = WorkerProcess(popen, log)
         self.started.append(process)
         return process

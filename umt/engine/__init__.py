@@ -14,7 +14,15 @@
     engine.worker([...]).run(stop_event)
 """
 
-from umt.engine.clock import SYSTEM_CLOCK, Clock, FakeClock, SystemClock
+from umt.engine.clock import (
+    SKEW_FIX,
+    SYSTEM_CLOCK,
+    Clock,
+    FakeClock,
+    ServerClock,
+    SystemClock,
+    skew_bound,
+)
 from umt.engine.context import StepContext, StepTransaction, WorkflowContext
 from umt.engine.durations import InvalidDuration, format_duration, parse_duration
 from umt.engine.engine import Engine, open_database
@@ -78,6 +86,7 @@ __all__ = [
     "DEFAULT_RETRY",
     "FINAL_STATUSES",
     "NO_RETRY",
+    "SKEW_FIX",
     "SYSTEM_CLOCK",
     "Attempt",
     "AttemptStatus",
@@ -112,6 +121,7 @@ __all__ = [
     "RunsPage",
     "SchemaNotReady",
     "SchemaTooNew",
+    "ServerClock",
     "Session",
     "SignalKeyConflict",
     "SignalResult",
@@ -145,6 +155,7 @@ __all__ = [
     "open_database",
     "parse_database_url",
     "parse_duration",
+    "skew_bound",
     "validate_signal_name",
     "workflow",
 ]

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from umt.engine.clock import SYSTEM_CLOCK, Clock
+from umt.engine.clock import Clock, ServerClock
 from umt.engine.models import StartResult
 from umt.engine.store.database import Database, Session
 from umt.engine.store.maintenance import Maintenance
@@ -61,12 +61,12 @@ class Engine(Runs, Signals, Maintenance):
         self,
         database: Database,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Clock | None = None,
         signal_ttl: timedelta = timedelta(days=7),
         migration_sets: Sequence[MigrationSet] = (),
     ) -> None:
         super().__init__(database, clock, signal_ttl=signal_ttl)
-        self.store = Store(database, clock, signal_ttl=signal_ttl)
+        self.store = Store(database, self.clock, signal_ttl=signal_ttl)
         self.migration_sets = [ENGINE_MIGRATIONS, *migration_sets]
 
     def close(self) -> None:
@@ -89,6 +89,15 @@ class Engine(Runs, Signals, Maintenance):
 
     def schema_state(self) -> list[ComponentState]:
         return schema_state(self.database, self.migration_sets)
+
+    def clock_offset(self) -> tuple[timedelta, timedelta] | None:
+        """How far the fleet's clock (the PostgreSQL server's) is from this host's, and the
+        round trip of that measurement, measured now; ``None`` where the clock is this
+        host's."""
+        if not isinstance(self.clock, ServerClock):
+            return None
+        sample = self.clock.sync()
+        return sample.offset, timedelta(seconds=sample.round_trip)
 
     # ------------------------------------------------------------------ runs
 

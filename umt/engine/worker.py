@@ -15,9 +15,9 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from umt.engine.clock import SYSTEM_CLOCK, Clock
+from umt.engine.clock import SKEW_FIX, SYSTEM_CLOCK, Clock, ServerClock, clock_offset, skew_bound
 from umt.engine.context import Interrupts
 from umt.engine.errors import StoreUnavailable, UnknownWorkflow
 from umt.engine.execution import ExecutionSettings, Outcome, RunExecution
@@ -125,6 +125,10 @@ class Worker:
         #: The database changed (SQLite): re-read once ``sibling_recheck`` has passed.
         self._database_changed = threading.Event()
         self._report = DrainReport()
+        #: The last (time.monotonic(), clock.now()) of the claim loop, to notice clock jumps.
+        self._last_reading: tuple[float, datetime] | None = None
+        #: time.monotonic() until which no run whose lease looks expired is taken over.
+        self._leased_untouchable_until = float("-inf")
 
     # ------------------------------------------------------------------ public
 
@@ -153,6 +157,7 @@ class Worker:
 
     def _serve(self, stop: threading.Event, *, until_idle: bool) -> None:
         self._call_until_reachable(self._register, stop)
+        self._warn_about_skew()
         listener = self.store.database.listener(self.options.listener_check)
         listener.start(self._on_notification)
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="umt-heartbeat",
@@ -221,9 +226,13 @@ class Worker:
         free = self.options.concurrency - self.in_flight
         if free <= 0:
             return 0
+        take_leased = self._leases_trustworthy()
+        with self._lock:
+            held = list(self._executions)
         asked_at = time.monotonic()
         claims = self.store.claim(
-            self.id, self.registry.keys(), limit=free, lease=self.options.lease
+            self.id, self.registry.keys(), limit=free, lease=self.options.lease, held=held,
+            take_leased=take_leased,
         )
         if self._out_of_touch.is_set():
             self._out_of_touch.clear()
@@ -231,6 +240,35 @@ class Worker:
         for claim in claims:
             self._start(claim, asked_at)
         return len(claims)
+
+    def _leases_trustworthy(self) -> bool:
+        """Whether a lease that looks expired may be taken over: not for one lease after the
+        clock jumped forward (a step of the local clock on SQLite; of the server's on
+        PostgreSQL; or the machine was suspended, which time.monotonic() does not count), when
+        every live holder's lease looks expired until its heartbeat, due within a third of a
+        lease, extends it on the new time."""
+        moment, now = time.monotonic(), self.clock.now()
+        if self._last_reading is not None:
+            last_moment, last_now = self._last_reading
+            jump = (now - last_now).total_seconds() - (moment - last_moment)
+            lease = self.options.lease.total_seconds()
+            if jump > lease / 4:
+                log.warning("the clock jumped forward by %.1fs: runs whose lease looks expired "
+                            "are left to their workers for %.1fs", jump, lease)
+                self._leased_untouchable_until = moment + lease
+        self._last_reading = (moment, now)
+        return moment >= self._leased_untouchable_until
+
+    def _warn_about_skew(self) -> None:
+        try:
+            offset = clock_offset(self.clock)
+        except StoreUnavailable:
+            return
+        if offset is not None and abs(offset) > skew_bound(self.options.lease):
+            log.warning(
+                "this host's clock is %+.1fs off the database server's; umt coordinates on "
+                "the server's time and keeps working, but %s",
+                -offset.total_seconds(), SKEW_FIX)
 
     def _start(self, claim: Claim, asked_at: float) -> None:
         definition = self.registry.get(claim.run.workflow, claim.run.version)
@@ -248,15 +286,9 @@ class Worker:
         thread = threading.Thread(target=self._execute, args=(execution,),
                                   name=f"umt-run-{claim.run.id[:8]}", daemon=True)
         with self._lock:
-            stale = self._executions.get(claim.run.id)
+            # Never one it executes already: the claim leaves those out (``held``).
             self._executions[claim.run.id] = execution
             self._confirmed[claim.run.id] = asked_at
-        if stale is not None:
-            # This worker's own lease on the run ran out while it executed it (the process was
-            # frozen, or starved) and it claimed the run again: the older execution is stale.
-            log.warning("run %s: lease had expired under this worker; continuing at epoch %d",
-                        claim.run.id, claim.fence.epoch)
-            stale.interrupts.set(Interrupts.LEASE_LOST)
         thread.start()
 
     def _execute(self, execution: RunExecution) -> Outcome:
@@ -295,6 +327,8 @@ class Worker:
             return
         if channel == "listening":  # PostgreSQL: (re)connected; registrations may be missed
             self._siblings_stale.set()
+            if isinstance(self.clock, ServerClock):
+                self.clock.resync_soon()
         if channel == "changed":  # SQLite: some other connection committed
             self._database_changed.set()
             with self._lock:

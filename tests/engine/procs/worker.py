@@ -17,7 +17,9 @@ import threading
 from datetime import timedelta
 
 from tests.engine.procs.workflows import build
-from umt.engine import Engine, WorkerOptions, open_database
+from tests.support.faketime import sleep_on_condition_variables
+from umt.engine import Engine, Registry, Worker, WorkerOptions, open_database
+from umt.engine.hostinfo import ProcessIdentity, current_process
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=float, default=2.0)
     parser.add_argument("--poll", type=float, default=0.2)
     parser.add_argument("--grace", type=float, default=1.0)
+    parser.add_argument("--host", default="",
+                        help="pose as a worker on this other host (no same-host takeover)")
     args = parser.parse_args(argv)
+    if os.environ.get("FAKETIME"):
+        sleep_on_condition_variables()
 
     logging.basicConfig(
         filename=args.log, level=logging.INFO,
@@ -54,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             poll_interval=timedelta(seconds=args.poll),
             grace_period=timedelta(seconds=args.grace),
         )
-        worker = engine.worker(workflows, options)
+        worker = Worker(engine.store, Registry(workflows), options, clock=engine.clock,
+                        identity=_identity(args.host))
         log.info("worker %s (pid %d) serves %s", worker.id, os.getpid(), args.workflows)
         worker.run(stop)
         log.info("worker %s exits", worker.id)
@@ -64,6 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         engine.close()
     return 0
+
+
+def _identity(host: str) -> ProcessIdentity:
+    me = current_process()
+    if not host:
+        return me
+    return ProcessIdentity(f"{host}/simulated", host, me.pid, me.process_start)
 
 
 if __name__ == "__main__":

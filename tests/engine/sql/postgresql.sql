@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS executions (
     run_id text NOT NULL,
     step text NOT NULL,
     lease_epoch bigint NOT NULL,
-    worker_pid integer NOT NULL
+    worker_pid integer NOT NULL,
+    -- the server's time: what the tests of skewed clocks compare
+    executed_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
 -- name: insert_execution
@@ -55,6 +57,12 @@ VALUES (%(run_id)s, %(step)s, %(lease_epoch)s, %(worker_pid)s);
 
 -- name: executions
 SELECT run_id, step, lease_epoch, worker_pid FROM executions ORDER BY id;
+
+-- name: execution_times
+SELECT run_id, step, lease_epoch, worker_pid, executed_at FROM executions ORDER BY id;
+
+-- name: server_now
+SELECT clock_timestamp() AS now;
 
 -- name: create_catalog
 CREATE TABLE IF NOT EXISTS catalog (title text PRIMARY KEY, run_id text NOT NULL);

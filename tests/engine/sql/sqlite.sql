@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS executions (
     run_id text NOT NULL,
     step text NOT NULL,
     lease_epoch integer NOT NULL,
-    worker_pid integer NOT NULL
+    worker_pid integer NOT NULL,
+    executed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'))
 );
 
 -- name: insert_execution
@@ -56,6 +57,13 @@ VALUES (:run_id, :step, :lease_epoch, :worker_pid);
 
 -- name: executions
 SELECT run_id, step, lease_epoch, worker_pid FROM executions ORDER BY id;
+
+-- name: execution_times
+SELECT run_id, step, lease_epoch, worker_pid, executed_at AS "executed_at [TIMETEXT]"
+FROM executions ORDER BY id;
+
+-- name: server_now
+SELECT strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') AS "now [TIMETEXT]";
 
 -- name: create_catalog
 CREATE TABLE IF NOT EXISTS catalog (title text PRIMARY KEY, run_id text NOT NULL);

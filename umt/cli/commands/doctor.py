@@ -73,6 +73,7 @@ def run_checks(app: Application) -> list[Check]:
     warnings = [*permission_warnings(settings), *env_warnings(cli_environment())]
     checks = [_config_check(settings, warnings)]
     checks.append(_database_check(app))
+    checks.append(_clock_check(app))
     qbt, qbt_check = _qbittorrent_check(app)
     checks.append(qbt_check)
     checks.append(_hook_check(app, qbt))
@@ -119,6 +120,30 @@ def _database_check(app: Application) -> Check:
         return Check("database", verdict, f"{where}: schema needs migrating",
                      "run 'umt db migrate'")
     return Check("database", "ok", f"{where}: reachable, schema current")
+
+
+def _clock_check(app: Application) -> Check:
+    """On PostgreSQL the fleet coordinates on the server's clock; a host far off it still works
+    but its logs and local times mislead, and it is worth fixing."""
+    from umt.engine import SKEW_FIX, EngineError, skew_bound
+
+    if app.settings.database_target().kind == "sqlite":
+        return Check("clock", "ok", "SQLite: workers use this machine's clock")
+    try:
+        measured = app.app.engine(migrate_embedded=False, check_schema=False).clock_offset()
+    except EngineError as exc:
+        return Check("clock", "skip", f"database unreachable: {exc}")
+    if measured is None:
+        return Check("clock", "ok", "workers use this machine's clock")
+    offset, round_trip = measured
+    bound = skew_bound(app.settings.engine.lease)
+    detail = (f"this host's clock is {-offset.total_seconds():+.3f}s off the database "
+              f"server's (measured with a {round_trip.total_seconds() * 1000:.1f} ms round "
+              f"trip); leases and timers follow the server's clock")
+    if abs(offset) > bound:
+        return Check("clock", "warn", f"{detail}; more than {bound.total_seconds():g}s "
+                     "(a quarter of engine.lease)", SKEW_FIX)
+    return Check("clock", "ok", detail)
 
 
 def _qbittorrent_check(app: Application) -> tuple[QbtClient | None, Check]:

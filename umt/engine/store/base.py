@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from umt.engine.clock import SYSTEM_CLOCK, Clock
+from umt.engine.clock import Clock
 from umt.engine.store.database import WORK_CHANNEL, Database
 from umt.engine.store.values import Fence
 
@@ -19,12 +19,13 @@ class StoreBase:
     def __init__(
         self,
         database: Database,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Clock | None = None,
         *,
         signal_ttl: timedelta = timedelta(days=7),
     ) -> None:
         self.database = database
-        self.clock = clock
+        #: The fleet's clock (``Database.fleet_clock``) unless a test gives its own.
+        self.clock = clock or database.fleet_clock()
         self.signal_ttl = signal_ttl
         self._work_channel = database.channel(WORK_CHANNEL)
 

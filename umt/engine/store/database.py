@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
+from umt.engine.clock import SYSTEM_CLOCK, Clock
 from umt.engine.store.queries import Query, QuerySet
 
 Row = dict[str, Any]
@@ -164,6 +165,11 @@ class Database(ABC):
     @abstractmethod
     def describe(self) -> str:
         """Where the data lives, with any password masked."""
+
+    def fleet_clock(self) -> Clock:
+        """The clock that coordination times (leases, timers, deadlines, TTLs) follow: the
+        machine's own, unless workers on several hosts share the database."""
+        return SYSTEM_CLOCK
 
     def query_set(self, package: str) -> QuerySet:
         """The query file ``sql/<dialect>.sql`` of a package (business queries)."""

@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
+from umt.engine.clock import SYSTEM_CLOCK, ClockSample, ServerClock, elapsed
 from umt.engine.store.database import (
     CANCEL_CHANNEL,
     LIVENESS_CHECK,
@@ -69,6 +70,8 @@ class PostgresDatabase(Database):
         "notify", "notify_released", "lock_migrations", "unlock_migrations",
         # Live readers (umt web); on SQLite they watch PRAGMA data_version instead.
         "change_marker",
+        # The fleet's clock (fleet_clock); SQLite serves one machine and keeps its clock.
+        "server_time",
     })
 
     def __init__(
@@ -111,6 +114,7 @@ class PostgresDatabase(Database):
         self._open_lock = threading.Lock()
         #: Connections lent out now, with when (time.monotonic()) they were lent.
         self._lent: dict[int, tuple[psycopg.Connection[Any], float]] = {}
+        self._clock = ServerClock(self._clock_sample)
 
     @property
     def engine_schema(self) -> str:
@@ -223,6 +227,19 @@ class PostgresDatabase(Database):
             row = session.row("change_marker", workflow_keys=list(workflow_keys))
         assert row is not None
         return ChangeMarker(str(row["marker"]), bool(row["busy"]), row["next_due"])
+
+    def fleet_clock(self) -> ServerClock:
+        """The server's clock: workers on several hosts agree on it whatever their own say."""
+        return self._clock
+
+    def _clock_sample(self) -> ClockSample:
+        with self.autocommit() as session:
+            sent = elapsed()
+            row = session.row("server_time")
+            received = elapsed()
+            local = SYSTEM_CLOCK.now() - timedelta(seconds=(received - sent) / 2)
+        assert row is not None
+        return ClockSample(row["server_time"], sent, received, local)
 
     def listener(self, check_every: float = LIVENESS_CHECK) -> Listener:
         return PostgresListener(

@@ -59,14 +59,18 @@ class Workers(StoreBase):
         return [WorkerRecord(row["id"], row["pid"], row["process_start"]) for row in rows]
 
     def claim(
-        self, worker_id: str, workflow_keys: Sequence[str], *, limit: int, lease: timedelta
+        self, worker_id: str, workflow_keys: Sequence[str], *, limit: int, lease: timedelta,
+        held: Sequence[str] = (), take_leased: bool = True,
     ) -> list[Claim]:
+        """Leases due runs to the worker, except those it ``held`` already and, without
+        ``take_leased``, those whose lease looks expired (see ``claim_due``)."""
         if limit <= 0 or not workflow_keys:
             return []
         now = self.clock.now()
         params: dict[str, object] = {
             "worker_id": worker_id, "workflow_keys": list(workflow_keys), "limit": limit,
-            "now": now, "lease_expires_at": now + lease,
+            "now": now, "lease_expires_at": now + lease, "held": list(held),
+            "take_leased": take_leased,
         }
         with self.database.operation() as session:
             claimed = session.rows("claim_runs", **params)

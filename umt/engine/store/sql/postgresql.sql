@@ -266,6 +266,11 @@ SELECT pg_current_snapshot()::text AS marker,
        EXISTS (SELECT 1 FROM attempts WHERE status = 'running') AS busy,
        ({next_due}) AS next_due;
 
+-- name: server_time
+-- The fleet's clock (ServerClock): the server's time as it reads the clock, not the start of
+-- the transaction.
+SELECT clock_timestamp() AS server_time;
+
 -- name: mark_workers_dead
 UPDATE workers SET stopped_at = %(now)s
 WHERE id = ANY(%(worker_ids)s::uuid[]) AND stopped_at IS NULL;
@@ -278,9 +283,12 @@ RETURNING id;
 -- name: claim_due
 -- Not run alone: the runs claim_runs takes (locked; those other workers are claiming are
 -- skipped). claimed_before: the run was claimed earlier, so it may have recorded steps (a run
--- never claimed has none).
+-- never claimed has none). Never the runs the worker executes (held: a lease of its own that
+-- looks expired is extended by its heartbeat, not claimed again); without take_leased, no run
+-- whose lease merely looks expired (just after the clock jumped forward).
 SELECT id, started_at IS NOT NULL AS claimed_before FROM runs
 WHERE workflow_key = ANY(%(workflow_keys)s::text[]) AND due_at <= %(now)s
+  AND id <> ALL(%(held)s::uuid[]) AND (%(take_leased)s OR lease_expires_at IS NULL)
 ORDER BY due_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

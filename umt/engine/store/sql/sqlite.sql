@@ -231,9 +231,13 @@ RETURNING id;
 
 -- name: claim_due
 -- Not run alone: the runs claim_runs takes (all its statements see the same ones: writers are
--- serialized and only its last statement changes runs).
+-- serialized and only its last statement changes runs). held, take_leased: as in PostgreSQL
+-- (one condition: SQLite's planner leaves the index runs_due for a scan when they are two; a
+-- run held has a lease, so without take_leased it is left out anyway).
 SELECT id FROM runs
 WHERE workflow_key IN (SELECT value FROM json_each(:workflow_keys)) AND due_at <= :now
+  AND CASE WHEN :take_leased THEN id NOT IN (SELECT value FROM json_each(:held))
+           ELSE lease_expires_at IS NULL END
 ORDER BY due_at
 LIMIT :limit;
 
