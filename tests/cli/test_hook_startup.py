@@ -1,0 +1,120 @@
+"""The finish hook runs for every torrent qBittorrent finishes: its plain form starts without the
+command-line framework (``umt.cli.entry``) and does exactly what the full command line does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import INFO_HASH, OTHER_HASH, UMT, Cli
+from umt.cli.entry import plain_hook
+
+#: What an untracked torrent's hook must not import: the CLI framework, the terminal renderer,
+#: the PostgreSQL driver and the qBittorrent client.
+NOT_NEEDED = ("typer", "click", "rich", "psycopg",
+              "psycopg_pool", "qbittorrentapi", "requests", "urllib3", "umt.cli.main",
+              "umt.cli.commands")
+
+_PROBE = """
+import json, sys
+sys.argv = ["umt", *sys.argv[1:]]
+from umt.cli.entry import main
+try:
+    main()
+except SystemExit as exit:
+    code = exit.code
+loaded = sorted({name for name in sys.modules for prefix in NOT_NEEDED
+                 if name == prefix or name.startswith(prefix + ".")})
+sys.stderr.write(json.dumps({"code": code, "loaded": loaded}) + "\\n")
+"""
+
+
+def _probe(cli: Cli, *args: str) -> tuple[dict[str, object], str]:
+    done = subprocess.run([sys.executable, "-c", f"NOT_NEEDED = {NOT_NEEDED!r}\n{_PROBE}", *args],
+                          env=cli.subprocess_env(), capture_output=True, text=True, timeout=60,
+                          check=False)
+    *before, last = done.stderr.strip().splitlines()
+    return json.loads(last), "\n".join(before) + done.stdout
+
+
+@pytest.mark.parametrize("config_option", [False, True], ids=["UMT_CONFIG", "--config"])
+def test_hook_for_an_untracked_torrent_loads_no_cli_framework(cli: Cli,
+                                                              config_option: bool) -> None:
+    cli.start(OTHER_HASH)  # the database exists, with a run for another torrent
+    args = ["--config", str(cli.config_path)] if config_option else []
+    report, output = _probe(cli, *args, "hook", "download-done", INFO_HASH)
+    assert report == {"code": 0, "loaded": []}, output
+    assert output == ""
+
+
+def test_hook_without_a_database_loads_no_cli_framework_and_creates_nothing(cli: Cli) -> None:
+    report, output = _probe(cli, "hook", "download-done", INFO_HASH)
+    assert report == {"code": 0, "loaded": []}, output
+    assert output == "" and not cli.db_path.exists()
+
+
+def test_console_script_hook_keeps_the_signal_of_a_tracked_torrent(cli: Cli) -> None:
+    cli.start()
+    done = cli.run("hook", "download-done", INFO_HASH.upper())
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    assert done.stderr == f"umt hook: download-done:{INFO_HASH}: no run waits yet, signal kept\n"
+
+
+@pytest.mark.parametrize("case", ["untracked", "missing config", "bad config", "no v1 hash"])
+def test_console_script_answers_as_the_full_command_line(cli: Cli, tmp_path: Path,
+                                                         case: str) -> None:
+    cli.start(OTHER_HASH)
+    args = ["hook", "download-done", INFO_HASH]
+    if case == "missing config":
+        args = ["--config", str(tmp_path / "absent.toml"), *args]
+    elif case == "bad config":
+        cli.write_config("[database]\nurl = 'mysql://nowhere'\n")
+        cli.env["UMT_DATABASE_URL"] = None
+    elif case == "no v1 hash":
+        args[-1] = "-"
+    fast = cli.run(*args)
+    full = subprocess.run([sys.executable, "-m", "umt.cli.main", *args],
+                          env=cli.subprocess_env(), capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (
+        full.returncode, full.stdout, full.stderr)
+    assert fast.returncode == (0 if case in ("untracked", "no v1 hash") else 2), fast.stderr
+
+
+@pytest.mark.parametrize("words", [
+    ["hook", "download-done", INFO_HASH],
+    ["--config", "/etc/umt.toml", "hook", "download-done", INFO_HASH],
+    ["-c", "umt.toml", "hook", "download-done", INFO_HASH.upper()],
+    ["--config=/etc/umt.toml", "hook", "download-done", INFO_HASH],
+])
+def test_plain_hook_forms(words: list[str]) -> None:
+    hook = plain_hook(words)
+    assert hook is not None and hook[1] == words[-1]
+    assert hook[0] == (Path(words[1]) if len(words) == 5 else
+                       Path(words[0].partition("=")[2]) if len(words) == 4 else None)
+
+
+@pytest.mark.parametrize("words", [
+    [],
+    ["hook", "download-done"],
+    ["hook", "download-done", "-"],
+    ["hook", "download-done", INFO_HASH[:-1]],
+    ["hook", "download-done", INFO_HASH, "--", "/bin/true"],
+    ["--json", "hook", "download-done", INFO_HASH],
+    ["hook", "download-done", "--help"],
+    ["--config", "", "hook", "download-done", INFO_HASH],
+    ["--config", "--json", "hook", "download-done", INFO_HASH],
+    ["--config", "caf\udce9.toml", "hook", "download-done", INFO_HASH],
+    ["-cumt.toml", "hook", "download-done", INFO_HASH],
+    ["start-acquire", "magnet:?xt=urn:btih:" + INFO_HASH],
+])
+def test_every_other_command_line_goes_to_the_full_cli(words: list[str]) -> None:
+    assert plain_hook(words) is None
+
+
+def test_the_console_script_is_the_entry_module() -> None:
+    assert Path(UMT).read_text().count("from umt.cli.entry import main") == 1

@@ -1,0 +1,47 @@
+"""umt's part of qBittorrent's finish hook: the done signal for a torrent a run waits for.
+
+Kept free of typer and rich: ``umt.cli.entry`` runs it without the command-line framework,
+since qBittorrent starts the hook for every torrent it finishes, most of them other tools'.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from umt.cli.errors import EXIT_USAGE
+from umt.textsafe import printable
+
+if TYPE_CHECKING:
+    from umt.cli.application import Application
+
+V1_HASH = re.compile(r"[0-9a-fA-F]{40}")
+
+
+def signal_done(app: Application, info_hash: str) -> None:
+    if info_hash == "-":
+        app.info("umt hook: the torrent has no v1 info-hash (v2-only); nothing to signal, "
+                 "'umt resume' reconciles it")
+        return
+    if not V1_HASH.fullmatch(info_hash):
+        app.abort(f"{printable(info_hash)!r} is not a v1 info-hash (40 hexadecimal digits)",
+                  EXIT_USAGE)
+    from umt.engine import SchemaNotReady
+
+    try:
+        engine = app.existing_engine()
+    except SchemaNotReady:
+        return  # tables not created yet, so no run: another tool's torrent
+    if engine is None:
+        return  # no database yet, so no run: another tool's torrent
+    from umt.media.request import done_signal_name
+    from umt.media.tracking import tracks_torrent
+
+    if not tracks_torrent(engine, info_hash):
+        return
+    name = done_signal_name(info_hash.lower())
+    result = engine.signal(name, {"source": "hook"})
+    if result.kept:
+        app.info(f"umt hook: {name}: no run waits yet, signal kept")
+    else:
+        app.info(f"umt hook: {name}: delivered to run {', '.join(result.delivered_to)}")
