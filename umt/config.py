@@ -31,7 +31,6 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from umt.engine import (
     DatabaseTarget,
@@ -401,10 +400,17 @@ class EngineSettings(_Section):
 # --------------------------------------------------------------------------- settings
 
 
-class Settings(BaseSettings):
-    """All of umt's settings. Build with :func:`load_settings`; ``Settings()`` is the defaults."""
+class Settings(BaseModel):
+    """All of umt's settings. Build with :func:`load_settings`; ``Settings()`` is the defaults.
 
-    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+    A plain model, not pydantic-settings' ``BaseSettings``: :func:`load_settings` reads the file
+    and the environment itself (the stable variable names, UMT_IMPORT_MODE ->
+    library.import_mode, follow no nested-delimiter scheme, the environment must be injectable,
+    and errors must say which file or variable was wrong), so that package would only add its
+    import (asyncio, its CLI and cloud sources: a third of the finish hook's start-up).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     qbittorrent: QbittorrentSettings = Field(default_factory=QbittorrentSettings)
@@ -414,20 +420,6 @@ class Settings(BaseSettings):
 
     _config_file: Path | None = PrivateAttr(default=None)
     _secrets_in_file: tuple[str, ...] = PrivateAttr(default=())
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # load_settings() reads the file and the environment itself: the stable variable names
-        # (UMT_IMPORT_MODE -> library.import_mode) do not follow a nested-delimiter scheme, the
-        # environment must be injectable, and errors must say which file or variable was wrong.
-        return (init_settings,)
 
     @property
     def config_file(self) -> Path | None:
