@@ -99,10 +99,13 @@ def commands(config: Path, baseline: Path | None = None) -> list[Command]:
                 [*umt, "hook", "download-done", FOREIGN_HASH], silent=True),
     ]
     if baseline is not None:
+        # The venv's console script names this tree's entry point; the baseline's may differ.
+        entry = "umt.cli.entry" if (baseline / "umt/cli/entry.py").exists() else "umt.cli.main"
+        script = [str(PYTHON), "-c", f"import sys; from {entry} import main; sys.exit(main())"]
         cmds += [
             Command(f"{c.key}@baseline", f"{c.label} [baseline]",
-                    c.argv_template, c.created,
-                    c.static, c.silent, {"PYTHONPATH": str(baseline)})
+                    [*script, *c.argv_template[1:]], c.created, c.static, c.silent,
+                    {"PYTHONPATH": str(baseline)})
             for c in cmds if c.key != "floor"]
     return cmds
 

@@ -19,7 +19,6 @@ from types import MappingProxyType
 from typing import Annotated, Any, Final
 from urllib.parse import urlsplit
 
-import platformdirs
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -219,10 +218,14 @@ NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
 
 
 def default_data_dir() -> Path:
+    import platformdirs  # here: a config that names its files does not need it
+
     return Path(platformdirs.user_data_dir(APP_NAME))
 
 
 def default_config_path() -> Path:
+    import platformdirs
+
     return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
 
 

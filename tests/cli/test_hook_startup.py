@@ -14,8 +14,10 @@ from tests.cli.conftest import INFO_HASH, OTHER_HASH, UMT, Cli
 from umt.cli.entry import plain_hook
 
 #: What an untracked torrent's hook must not import: the CLI framework, the terminal renderer,
-#: settings sources umt does not use, the PostgreSQL driver and the qBittorrent client.
-NOT_NEEDED = ("typer", "click", "rich", "pydantic_settings", "asyncio", "psycopg",
+#: settings sources umt does not use, duration parsers (it parses none), an HTTP client (it
+#: fetches nothing), the PostgreSQL driver and the qBittorrent client.
+NOT_NEEDED = ("typer", "click", "rich", "pydantic_settings", "asyncio", "pytimeparse",
+              "isodate", "platformdirs", "urllib.request", "http", "ssl", "psycopg",
               "psycopg_pool", "qbittorrentapi", "requests", "urllib3", "umt.cli.main",
               "umt.cli.commands")
 
