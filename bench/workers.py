@@ -1,14 +1,17 @@
 """``bench/run workers``: B1 with 1, 2 and 4 worker processes, on PostgreSQL and SQLite (issue 15).
 
     bench/run workers [--runs 1000] [--pg 1,2,4] [--sqlite 1,2] [--concurrency 10]
-                      [--sample-ms 20] [--url URL] [--keep]
+                      [--backlog] [--sample-ms 20] [--url URL] [--keep]
 
 For each backend and number of worker processes N, on a fresh database (PostgreSQL: one of its
 own on the throwaway cluster of ``bench/run``, durable settings, pg_stat_statements reset;
 SQLite: a new file): N ``bench.umt_worker`` processes (``--concurrency`` each, umt's defaults
 otherwise), then B1 as peer-bench defines it: ``--runs`` ``noop6`` runs (six steps) submitted
 one after another through ``Engine.start`` in this process, timed from the first submit to the
-last ``finished_at``. Per row:
+last ``finished_at``. B1 is bounded by its one submitting client as soon as the workers keep
+up with it; ``--backlog`` measures the workers alone: the runs are submitted before the workers
+start, and timed from the first run's ``started_at`` (its claim) to the last ``finished_at``.
+Per row:
 
 * runs/s;
 * statements per run (pg_stat_statements, top level, this database, the bench's own queries
@@ -232,14 +235,17 @@ class Progress:
             path = url.removeprefix("sqlite:///")
             self.lite = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
 
-    def read(self) -> tuple[int, int, float | None]:
+    def read(self) -> tuple[int, int, float | None, float | None]:
+        """Succeeded, failed, the first start and the last finish (epoch seconds)."""
         if self.dialect == "postgresql":
             row = self.pg.execute(self.query, {"workflow": NOOP6.name}).fetchone()
             assert row is not None
-            return row["succeeded"], row["failed"], row["last_finished"]
-        succeeded, failed, last = self.lite.execute(self.query, {"workflow": NOOP6.name}
-                                                    ).fetchone()
-        return succeeded, failed, datetime.fromisoformat(last).timestamp() if last else None
+            return (row["succeeded"], row["failed"], row["first_started"],
+                    row["last_finished"])
+        succeeded, failed, first, last = self.lite.execute(
+            self.query, {"workflow": NOOP6.name}).fetchone()
+        return (succeeded, failed, datetime.fromisoformat(first).timestamp() if first else None,
+                datetime.fromisoformat(last).timestamp() if last else None)
 
     def close(self) -> None:
         (self.pg if self.dialect == "postgresql" else self.lite).close()
@@ -262,31 +268,46 @@ def b1_row(url: str, dialect: str, n_workers: int, args: argparse.Namespace,
             postmaster = int(pid_file.read_text().split()[0])
         except OSError:
             log("the postmaster's pid is not readable here: no PostgreSQL CPU")
-    workers = start_workers(n_workers, url, args.concurrency, logs)
-    progress = Progress(url, dialect)
-    sampler = WaitSampler(url, args.sample_ms / 1000) if dialect == "postgresql" else None
-    try:
-        if observer is not None:
-            observer.execute(QUERIES["postgresql"]["reset_pg_stat_statements"].sql)
-        pids = [w.pid for w in workers]
-        pg_cpu0 = tree_cpu_seconds(postmaster) if postmaster else None
-        worker_cpu0 = process_cpu_seconds(pids)
-        if sampler is not None:
-            sampler.start()
+    submitted = None
+    if args.backlog:
         t0 = time.time()
         for _ in range(args.runs):
             engine.start(NOOP6, {})
         submitted = time.time() - t0
+
+    def counters_from_zero() -> float | None:
+        if observer is not None:
+            observer.execute(QUERIES["postgresql"]["reset_pg_stat_statements"].sql)
+        return tree_cpu_seconds(postmaster) if postmaster else None
+
+    # B1 counts from its first submit, with the workers up; a backlog from the workers' start.
+    pg_cpu0 = counters_from_zero() if args.backlog else None
+    workers = start_workers(n_workers, url, args.concurrency, logs)
+    if not args.backlog:
+        pg_cpu0 = counters_from_zero()
+    progress = Progress(url, dialect)
+    sampler = WaitSampler(url, args.sample_ms / 1000) if dialect == "postgresql" else None
+    try:
+        pids = [w.pid for w in workers]
+        worker_cpu0 = process_cpu_seconds(pids)
+        if sampler is not None:
+            sampler.start()
+        if not args.backlog:
+            t0 = time.time()
+            for _ in range(args.runs):
+                engine.start(NOOP6, {})
+            submitted = time.time() - t0
         deadline = time.monotonic() + TIMEOUT_S
         while True:
-            succeeded, failed, last_finished = progress.read()
+            succeeded, failed, first_started, last_finished = progress.read()
             if succeeded + failed >= args.runs or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
         if sampler is not None:
             sampler.stop()
         worker_cpu = process_cpu_seconds(pids) - worker_cpu0
-        pg_cpu = tree_cpu_seconds(postmaster) - pg_cpu0 if postmaster and pg_cpu0 else None
+        pg_cpu = (tree_cpu_seconds(postmaster) - pg_cpu0
+                  if postmaster and pg_cpu0 is not None else None)
         statements = (observer.execute(QUERIES["postgresql"]["statements"].sql).fetchall()
                       if observer is not None else [])
     finally:
@@ -297,10 +318,12 @@ def b1_row(url: str, dialect: str, n_workers: int, args: argparse.Namespace,
         engine.close()
         if observer is not None:
             observer.close()
-    wall = (last_finished - t0) if last_finished else None
+    began = first_started if args.backlog else t0
+    wall = (last_finished - began) if last_finished and began else None
     row_out: dict[str, Any] = {
         "backend": dialect, "workers": n_workers, "concurrency": args.concurrency,
-        "runs": args.runs, "succeeded": succeeded, "failed": failed,
+        "mode": "backlog" if args.backlog else "B1", "runs": args.runs,
+        "succeeded": succeeded, "failed": failed,
         "submit_s": submitted, "wall_s": wall,
         "runs_per_s": succeeded / wall if wall else None,
         "worker_cpu_ms_per_run": 1000 * worker_cpu / args.runs,
@@ -346,10 +369,10 @@ def _f(value: float | None, digits: int = 2) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| backend | workers x concurrency | runs | runs/s | statements/run | claims/run "
+        "| backend | workers x concurrency | mode | runs | runs/s | statements/run | claims/run "
         "| runs/claim | PostgreSQL CPU ms/run | worker CPU ms/run | samples with a Lock wait "
         "| most Lock waits at once | samples with an LWLock wait | worker warnings / retries |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
         "| ---: |",
     ]
     for r in rows:
@@ -358,7 +381,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         lwlock_share = (f"{waits['with_lwlock']} / {waits['samples']}" if waits else "-")
         lines.append(
             f"| {'PostgreSQL' if r['backend'] == 'postgresql' else 'SQLite'} "
-            f"| {r['workers']} x {r['concurrency']} | {r['succeeded']} "
+            f"| {r['workers']} x {r['concurrency']} | {r['mode']} | {r['succeeded']} "
             f"| {_f(r['runs_per_s'], 1)} | {_f(r.get('statements_per_run'))} "
             f"| {_f(r.get('claims_per_run'))} | {_f(r.get('runs_per_claim'))} "
             f"| {_f(r['pg_cpu_ms_per_run'])} | {_f(r['worker_cpu_ms_per_run'])} "
@@ -381,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg", default="1,2,4", help="worker processes on PostgreSQL ('' skips)")
     parser.add_argument("--sqlite", default="1,2", help="worker processes on SQLite ('' skips)")
     parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--backlog", action="store_true",
+                        help="submit the runs before the workers start (the workers alone)")
     parser.add_argument("--sample-ms", type=float, default=20)
     parser.add_argument("--url", help="an existing superuser URL instead of a throwaway cluster")
     parser.add_argument("--keep", action="store_true", help="leave the throwaway cluster running")
@@ -409,8 +434,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(b1_row(f"sqlite:///{folder}/umt.db", "sqlite", n, args, logs))
             log(json.dumps(rows[-1]))
     text = (f"{started}, {os.cpu_count()} CPUs; start: {uptime_start}; end: {_uptime()}\n"
-            f"B1: {args.runs} noop6 runs submitted one after another, workers x concurrency as "
-            f"shown; pg_stat_activity sampled every {args.sample_ms:g} ms\n\n{table(rows)}\n")
+            f"{args.runs} noop6 runs submitted one after another "
+            f"{'before the workers start' if args.backlog else 'to running workers (B1)'}; "
+            f"pg_stat_activity sampled every {args.sample_ms:g} ms\n\n{table(rows)}\n")
     (out / "results.json").write_text(json.dumps(rows, indent=1))
     (out / "table.md").write_text(text)
     print(text)

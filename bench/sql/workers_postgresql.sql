@@ -14,6 +14,7 @@
 /*bench-driver*/ SELECT
     count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
     count(*) FILTER (WHERE status IN ('failed', 'canceled'))::int AS failed,
+    extract(epoch FROM min(started_at))::float8 AS first_started,
     extract(epoch FROM max(finished_at))::float8 AS last_finished
 FROM umt.runs WHERE workflow_name = %(workflow)s;
 
