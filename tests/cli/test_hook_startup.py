@@ -15,11 +15,12 @@ from umt.cli.entry import plain_hook
 
 #: What an untracked torrent's hook must not import: the CLI framework, the terminal renderer,
 #: settings sources umt does not use, duration parsers (it parses none), an HTTP client (it
-#: fetches nothing), the PostgreSQL driver and the qBittorrent client.
+#: fetches nothing), the PostgreSQL driver and the qBittorrent client (umt's adapter included).
 NOT_NEEDED = ("typer", "click", "rich", "pydantic_settings", "asyncio", "pytimeparse",
               "isodate", "platformdirs", "urllib.request", "http", "ssl", "psycopg",
               "psycopg_pool", "qbittorrentapi", "requests", "urllib3", "umt.cli.main",
-              "umt.cli.commands")
+              "umt.cli.commands", "umt.media.qbittorrent", "umt.media.downloads",
+              "umt.media.sources")
 
 _PROBE = """
 import json, sys

@@ -34,7 +34,7 @@ def signal_done(app: Application, info_hash: str) -> None:
         return  # tables not created yet, so no run: another tool's torrent
     if engine is None:
         return  # no database yet, so no run: another tool's torrent
-    from umt.media.request import done_signal_name
+    from umt.media.torrentnames import done_signal_name
     from umt.media.tracking import tracks_torrent
 
     if not tracks_torrent(engine, info_hash):
