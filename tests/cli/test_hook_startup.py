@@ -121,3 +121,13 @@ def test_every_other_command_line_goes_to_the_full_cli(words: list[str]) -> None
 
 def test_the_console_script_is_the_entry_module() -> None:
     assert Path(UMT).read_text().count("from umt.cli.entry import main") == 1
+
+
+def test_start_acquire_json_loads_no_terminal_renderer(cli: Cli) -> None:
+    # rich is imported when a command first prints for a person; JSON goes to stdout directly.
+    report, output = _probe(cli, "--json", "start-acquire",
+                            f"magnet:?xt=urn:btih:{INFO_HASH}&dn=Film")
+    assert report["code"] == 0, output
+    assert [name for name in report["loaded"]  # type: ignore[union-attr]
+            if name == "rich" or name.startswith("rich.")] == []
+    assert json.loads(output)["created"] is True

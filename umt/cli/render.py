@@ -6,9 +6,9 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
-
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from umt.engine import Run
 
 STATUS_STYLES = {
@@ -28,6 +28,8 @@ STATUS_STYLES = {
 
 
 def status_text(status: str | None) -> Text:
+    from rich.text import Text  # here: a command printing JSON never loads rich
+
     if status is None:
         return Text("-")
     return Text(status, style=STATUS_STYLES.get(status, ""))
