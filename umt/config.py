@@ -42,7 +42,7 @@ from umt.engine import (
 from umt.engine import parse_database_url as _parse_database_url
 from umt.media.importing import ImportMode, VerifyMode
 from umt.media.naming import DEFAULT_TEMPLATE, TemplateError, validate_template
-from umt.textsafe import redact_url
+from umt.textsafe import is_utf8, redact_url
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -560,20 +560,11 @@ def _env_values(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     for dotted, name in ENV_VARS.items():
         value = environ.get(name)
         if value:
-            if not _is_utf8(value):
+            if not is_utf8(value):
                 raise ConfigError(f"environment variable {name} is not valid UTF-8")
             section, key = dotted.split(".")
             values.setdefault(section, {})[key] = value
     return values
-
-
-def _is_utf8(text: str) -> bool:
-    """False for text the OS decoded with surrogate escapes (bytes that are not UTF-8)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _merge(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import INFO_HASH, OTHER_HASH, UMT, Cli
+from tests.cli.conftest import INFO_HASH, OTHER_HASH, UMT, Cli, loaded_modules
 from umt.cli.entry import plain_hook
 
 #: What an untracked torrent's hook must not import: the CLI framework, the terminal renderer,
@@ -22,26 +22,9 @@ NOT_NEEDED = ("typer", "click", "rich", "pydantic_settings", "asyncio", "pytimep
               "umt.cli.commands", "umt.media.qbittorrent", "umt.media.downloads",
               "umt.media.sources")
 
-_PROBE = """
-import json, sys
-sys.argv = ["umt", *sys.argv[1:]]
-from umt.cli.entry import main
-try:
-    main()
-except SystemExit as exit:
-    code = exit.code
-loaded = sorted({name for name in sys.modules for prefix in NOT_NEEDED
-                 if name == prefix or name.startswith(prefix + ".")})
-sys.stderr.write(json.dumps({"code": code, "loaded": loaded}) + "\\n")
-"""
-
-
 def _probe(cli: Cli, *args: str) -> tuple[dict[str, object], str]:
-    done = subprocess.run([sys.executable, "-c", f"NOT_NEEDED = {NOT_NEEDED!r}\n{_PROBE}", *args],
-                          env=cli.subprocess_env(), capture_output=True, text=True, timeout=60,
-                          check=False)
-    *before, last = done.stderr.strip().splitlines()
-    return json.loads(last), "\n".join(before) + done.stdout
+    code, loaded, output = loaded_modules(list(args), NOT_NEEDED, cli.subprocess_env())
+    return {"code": code, "loaded": loaded}, output
 
 
 @pytest.mark.parametrize("config_option", [False, True], ids=["UMT_CONFIG", "--config"])

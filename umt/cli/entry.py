@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from umt.cli.finish_hook import V1_HASH
+from umt.textsafe import is_utf8
 
 _HOOK = ["hook", "download-done"]
 
@@ -30,17 +31,9 @@ def plain_hook(words: list[str]) -> tuple[Path | None, str] | None:
         return None
     if config is None:
         return None, words[2]
-    if not config or config.startswith("-") or not _is_utf8(config):
+    if not config or config.startswith("-") or not is_utf8(config):
         return None  # the full command line says what is wrong with it
     return Path(config), words[2]
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def run_plain_hook(config: Path | None, info_hash: str) -> int:
