@@ -1,7 +1,7 @@
 """``bench/run workers``: B1 with 1, 2 and 4 worker processes, on PostgreSQL and SQLite (issue 15).
 
     bench/run workers [--runs 1000] [--pg 1,2,4] [--sqlite 1,2] [--concurrency 10]
-                      [--backlog] [--sample-ms 20] [--url URL] [--keep]
+                      [--backlog [--backlog-lead 3]] [--sample-ms 20] [--url URL] [--keep]
 
 For each backend and number of worker processes N, on a fresh database (PostgreSQL: one of its
 own on the throwaway cluster of ``bench/run``, durable settings, pg_stat_statements reset;
@@ -9,8 +9,9 @@ SQLite: a new file): N ``bench.umt_worker`` processes (``--concurrency`` each, u
 otherwise), then B1 as peer-bench defines it: ``--runs`` ``noop6`` runs (six steps) submitted
 one after another through ``Engine.start`` in this process, timed from the first submit to the
 last ``finished_at``. B1 is bounded by its one submitting client as soon as the workers keep
-up with it; ``--backlog`` measures the workers alone: the runs are submitted before the workers
-start, and timed from the first run's ``started_at`` (its claim) to the last ``finished_at``.
+up with it; ``--backlog`` measures the workers alone: every run is submitted to fall due at one
+moment, ``--backlog-lead`` seconds after the first submit (the submits must end before it), and
+timed from the first run's ``started_at`` (its claim) to the last ``finished_at``.
 Per row:
 
 * runs/s;
@@ -45,7 +46,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,8 @@ class WaitSampler:
     with_lwlock: int = 0
     most_lock: int = 0
     most_lwlock: int = 0
+    #: Samples in which a claim (umt's claim_runs) waited on a heavyweight lock.
+    claim_lock: int = 0
     events: Counter[str] = field(default_factory=Counter)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -169,14 +172,17 @@ class WaitSampler:
                 self.with_lwlock += bool(lwlocks)
                 self.most_lock = max(self.most_lock, len(locks))
                 self.most_lwlock = max(self.most_lwlock, len(lwlocks))
-                for r in rows:
-                    name = query_name(r["query"] or "")
+                names = [query_name(r["query"] or "") for r in rows]
+                self.claim_lock += any(r["wait_event_type"] == "Lock" and name == "claim_runs"
+                                       for r, name in zip(rows, names, strict=True))
+                for r, name in zip(rows, names, strict=True):
                     self.events[f"{r['wait_event_type']}:{r['wait_event']} in {name}"] += 1
 
     def result(self) -> dict[str, Any]:
         return {"samples": self.samples, "with_lock": self.with_lock,
                 "with_lwlock": self.with_lwlock, "most_lock": self.most_lock,
-                "most_lwlock": self.most_lwlock, "events": dict(self.events.most_common(10))}
+                "most_lwlock": self.most_lwlock, "claim_lock": self.claim_lock,
+                "events": dict(self.events.most_common(10))}
 
 
 # ---------------------------------------------------------------------- workers
@@ -268,35 +274,36 @@ def b1_row(url: str, dialect: str, n_workers: int, args: argparse.Namespace,
             postmaster = int(pid_file.read_text().split()[0])
         except OSError:
             log("the postmaster's pid is not readable here: no PostgreSQL CPU")
-    submitted = None
-    if args.backlog:
-        t0 = time.time()
-        for _ in range(args.runs):
-            engine.start(NOOP6, {})
-        submitted = time.time() - t0
+    workers = start_workers(n_workers, url, args.concurrency, logs)
+    pids = [w.pid for w in workers]
 
-    def counters_from_zero() -> float | None:
+    def counters_from_zero() -> tuple[float | None, float]:
         if observer is not None:
             observer.execute(QUERIES["postgresql"]["reset_pg_stat_statements"].sql)
-        return tree_cpu_seconds(postmaster) if postmaster else None
+        return (tree_cpu_seconds(postmaster) if postmaster else None,
+                process_cpu_seconds(pids))
 
-    # B1 counts from its first submit, with the workers up; a backlog from the workers' start.
-    pg_cpu0 = counters_from_zero() if args.backlog else None
-    workers = start_workers(n_workers, url, args.concurrency, logs)
-    if not args.backlog:
-        pg_cpu0 = counters_from_zero()
     progress = Progress(url, dialect)
     sampler = WaitSampler(url, args.sample_ms / 1000) if dialect == "postgresql" else None
     try:
-        pids = [w.pid for w in workers]
-        worker_cpu0 = process_cpu_seconds(pids)
-        if sampler is not None:
+        # B1: each run due at once, counted from the first submit. A backlog: all due together
+        # once every run is written, counted from then (the submits are not the workers' work).
+        due = (datetime.now(UTC) + timedelta(seconds=args.backlog_lead)
+               if args.backlog else None)
+        pg_cpu0, worker_cpu0 = counters_from_zero()
+        if sampler is not None and due is None:
             sampler.start()
-        if not args.backlog:
-            t0 = time.time()
-            for _ in range(args.runs):
-                engine.start(NOOP6, {})
-            submitted = time.time() - t0
+        t0 = time.time()
+        for _ in range(args.runs):
+            engine.start(NOOP6, {}, start_at=due)
+        submitted = time.time() - t0
+        if due is not None:
+            if time.time() > due.timestamp():
+                log(f"the submits outlasted --backlog-lead {args.backlog_lead:g} s: raise it")
+            time.sleep(max(0.0, due.timestamp() - time.time() - 0.05))
+            pg_cpu0, worker_cpu0 = counters_from_zero()
+            if sampler is not None:
+                sampler.start()
         deadline = time.monotonic() + TIMEOUT_S
         while True:
             succeeded, failed, first_started, last_finished = progress.read()
@@ -370,14 +377,16 @@ def _f(value: float | None, digits: int = 2) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| backend | workers x concurrency | mode | runs | runs/s | statements/run | claims/run "
-        "| runs/claim | PostgreSQL CPU ms/run | worker CPU ms/run | samples with a Lock wait "
-        "| most Lock waits at once | samples with an LWLock wait | worker warnings / retries |",
+        "| runs/claim | PostgreSQL CPU ms/run | worker CPU ms/run | samples with a claim waiting "
+        "on a Lock | samples with a Lock wait | most Lock waits at once "
+        "| samples with an LWLock wait | worker warnings / retries |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: |",
+        "| ---: | ---: |",
     ]
     for r in rows:
         waits = r.get("waits")
         lock_share = (f"{waits['with_lock']} / {waits['samples']}" if waits else "-")
+        claim_share = (f"{waits['claim_lock']} / {waits['samples']}" if waits else "-")
         lwlock_share = (f"{waits['with_lwlock']} / {waits['samples']}" if waits else "-")
         lines.append(
             f"| {'PostgreSQL' if r['backend'] == 'postgresql' else 'SQLite'} "
@@ -385,7 +394,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {_f(r['runs_per_s'], 1)} | {_f(r.get('statements_per_run'))} "
             f"| {_f(r.get('claims_per_run'))} | {_f(r.get('runs_per_claim'))} "
             f"| {_f(r['pg_cpu_ms_per_run'])} | {_f(r['worker_cpu_ms_per_run'])} "
-            f"| {lock_share} | {waits['most_lock'] if waits else '-'} | {lwlock_share} "
+            f"| {claim_share} | {lock_share} | {waits['most_lock'] if waits else '-'} "
+            f"| {lwlock_share} "
             f"| {r['log']['warnings']} / {r['log']['retrying']} |")
     return "\n".join(lines)
 
@@ -405,7 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sqlite", default="1,2", help="worker processes on SQLite ('' skips)")
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--backlog", action="store_true",
-                        help="submit the runs before the workers start (the workers alone)")
+                        help="all runs due together once written (the workers alone)")
+    parser.add_argument("--backlog-lead", type=float, default=3.0, metavar="SECONDS",
+                        help="with --backlog: the runs fall due this long after the first submit")
     parser.add_argument("--sample-ms", type=float, default=20)
     parser.add_argument("--url", help="an existing superuser URL instead of a throwaway cluster")
     parser.add_argument("--keep", action="store_true", help="leave the throwaway cluster running")
@@ -435,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
             log(json.dumps(rows[-1]))
     text = (f"{started}, {os.cpu_count()} CPUs; start: {uptime_start}; end: {_uptime()}\n"
             f"{args.runs} noop6 runs submitted one after another "
-            f"{'before the workers start' if args.backlog else 'to running workers (B1)'}; "
+            f"{'due together after the last (backlog)' if args.backlog else '(B1)'} "
+            f"to running workers; "
             f"pg_stat_activity sampled every {args.sample_ms:g} ms\n\n{table(rows)}\n")
     (out / "results.json").write_text(json.dumps(rows, indent=1))
     (out / "table.md").write_text(text)
