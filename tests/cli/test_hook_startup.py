@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import INFO_HASH, OTHER_HASH, UMT, Cli, loaded_modules
-from umt.cli.entry import plain_hook
+from umt.cli.entry import hook_call
 
 #: What an untracked torrent's hook must not import: the CLI framework, the terminal renderer,
 #: settings sources umt does not use, duration parsers (it parses none), an HTTP client (it
@@ -50,56 +50,78 @@ def test_console_script_hook_keeps_the_signal_of_a_tracked_torrent(cli: Cli) -> 
     assert done.stderr == f"umt hook: download-done:{INFO_HASH}: no run waits yet, signal kept\n"
 
 
-@pytest.mark.parametrize("case", ["untracked", "missing config", "bad config", "no v1 hash"])
+CHAINED = ["--", sys.executable, "-c", "import sys; print('previous ran'); sys.exit(3)"]
+
+
+@pytest.mark.parametrize("case", ["untracked", "missing config", "bad config", "no v1 hash",
+                                  "chained, untracked", "chained, tracked",
+                                  "chained, bad config", "chained, missing program"])
 def test_console_script_answers_as_the_full_command_line(cli: Cli, tmp_path: Path,
                                                          case: str) -> None:
     cli.start(OTHER_HASH)
     args = ["hook", "download-done", INFO_HASH]
+    if "tracked" in case.split(", ")[-1:]:
+        args[-1] = OTHER_HASH  # its signal is kept (for the full command line: again)
     if case == "missing config":
         args = ["--config", str(tmp_path / "absent.toml"), *args]
-    elif case == "bad config":
+    if case.endswith("bad config"):
         cli.write_config("[database]\nurl = 'mysql://nowhere'\n")
         cli.env["UMT_DATABASE_URL"] = None
-    elif case == "no v1 hash":
+    if case == "no v1 hash":
         args[-1] = "-"
+    if case.startswith("chained"):
+        args += CHAINED
+    if case.endswith("missing program"):
+        args[-3:] = [str(tmp_path / "no-such-program")]
     fast = cli.run(*args)
     full = subprocess.run([sys.executable, "-m", "umt.cli.main", *args],
                           env=cli.subprocess_env(), capture_output=True, text=True, timeout=60,
                           check=False)
     assert (fast.returncode, fast.stdout, fast.stderr) == (
         full.returncode, full.stdout, full.stderr)
-    assert fast.returncode == (0 if case in ("untracked", "no v1 hash") else 2), fast.stderr
+    expected = {"missing config": 2, "bad config": 2, "chained, missing program": 127}
+    assert fast.returncode == expected.get(case, 3 if case.startswith("chained") else 0), (
+        fast.stderr)
+    assert ("previous ran" in fast.stdout) == (case.startswith("chained")
+                                               and not case.endswith("missing program"))
 
 
 @pytest.mark.parametrize("words", [
     ["hook", "download-done", INFO_HASH],
+    ["hook", "download-done", "-"],
     ["--config", "/etc/umt.toml", "hook", "download-done", INFO_HASH],
     ["-c", "umt.toml", "hook", "download-done", INFO_HASH.upper()],
     ["--config=/etc/umt.toml", "hook", "download-done", INFO_HASH],
+    ["--config", "/etc/umt.toml", "hook", "download-done", INFO_HASH, "--", "/bin/true"],
+    ["hook", "download-done", INFO_HASH, "--", "prog", "--", "-x", "%N"],
 ])
-def test_plain_hook_forms(words: list[str]) -> None:
-    hook = plain_hook(words)
-    assert hook is not None and hook[1] == words[-1]
-    assert hook[0] == (Path(words[1]) if len(words) == 5 else
-                       Path(words[0].partition("=")[2]) if len(words) == 4 else None)
+def test_the_hooks_own_forms(words: list[str]) -> None:
+    call = hook_call(words)
+    assert call is not None
+    head = words[:words.index("--")] if "--" in words else words
+    assert call.info_hash == head[-1]
+    assert call.config == (Path(head[1]) if len(head) == 5 else
+                           Path(head[0].partition("=")[2]) if len(head) == 4 else None)
+    assert call.previous == (words[len(head) + 1:] or None)
 
 
 @pytest.mark.parametrize("words", [
     [],
     ["hook", "download-done"],
-    ["hook", "download-done", "-"],
     ["hook", "download-done", INFO_HASH[:-1]],
-    ["hook", "download-done", INFO_HASH, "--", "/bin/true"],
+    ["hook", "download-done", INFO_HASH, "--"],
+    ["hook", "download-done", INFO_HASH, "/bin/true"],
     ["--json", "hook", "download-done", INFO_HASH],
     ["hook", "download-done", "--help"],
     ["--config", "", "hook", "download-done", INFO_HASH],
     ["--config", "--json", "hook", "download-done", INFO_HASH],
     ["--config", "caf\udce9.toml", "hook", "download-done", INFO_HASH],
+    ["hook", "download-done", INFO_HASH, "--", "caf\udce9"],
     ["-cumt.toml", "hook", "download-done", INFO_HASH],
     ["start-acquire", "magnet:?xt=urn:btih:" + INFO_HASH],
 ])
 def test_every_other_command_line_goes_to_the_full_cli(words: list[str]) -> None:
-    assert plain_hook(words) is None
+    assert hook_call(words) is None
 
 
 def test_the_console_script_is_the_entry_module() -> None:

@@ -7,15 +7,19 @@ since qBittorrent starts the hook for every torrent it finishes, most of them ot
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
-from umt.cli.errors import EXIT_USAGE
+from umt.cli.errors import EXIT_USAGE, handle
 from umt.textsafe import printable
 
 if TYPE_CHECKING:
     from umt.cli.application import Application
 
 V1_HASH = re.compile(r"[0-9a-fA-F]{40}")
+#: What a shell answers for a program it cannot find or start.
+_NOT_FOUND, _NOT_STARTED = 127, 126
 
 
 def signal_done(app: Application, info_hash: str) -> None:
@@ -45,3 +49,29 @@ def signal_done(app: Application, info_hash: str) -> None:
         app.info(f"umt hook: {name}: no run waits yet, signal kept")
     else:
         app.info(f"umt hook: {name}: delivered to run {', '.join(result.delivered_to)}")
+
+
+def signal_then_run(app: Application, info_hash: str, previous: list[str]) -> int:
+    """umt's part, then the finish program qBittorrent ran before umt's hook was installed;
+    that program's exit status (umt's part cannot stop it: its failure is only reported)."""
+    try:
+        signal_done(app, info_hash)
+    except Exception as exc:  # umt's part must never stop the user's program
+        handle(exc)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    return _run_previous(previous)
+
+
+def _run_previous(argv: list[str]) -> int:
+    """Runs the user's program on our own stdin/stdout/stderr; its exit status, shell-style."""
+    try:
+        completed = subprocess.run(argv, check=False)
+    except FileNotFoundError:
+        sys.stderr.write(f"umt hook: {printable(argv[0])}: program not found\n")
+        return _NOT_FOUND
+    except OSError as exc:
+        sys.stderr.write(f"umt hook: cannot run {printable(argv[0])}: {exc.strerror or exc}\n")
+        return _NOT_STARTED
+    code = completed.returncode
+    return 128 - code if code < 0 else code
