@@ -11,7 +11,8 @@ Times, as whole processes started from this one (``fork``/``exec`` to exit, stdo
 * the same with **one idempotent magnet** (every timed run finds the run that the warm-up
   created and returns it, ``"created": false``);
 * ``umt hook download-done HASH`` for a torrent no run tracks (another tool's, as qBittorrent's
-  finish hook runs for every torrent): it must stay one cheap, silent exit 0.
+  finish hook runs for every torrent): it must stay one cheap, silent exit 0; and the same with
+  a chained finish program (``-- true``: umt's hook installed over another program).
 
 ``umt`` is the venv's console script, on a throwaway config in a temporary folder (an embedded
 SQLite database created and migrated before timing, the library folder beside it), with
@@ -61,6 +62,7 @@ HELP_TARGET = 0.3
 TARGETS = {"help": HELP_TARGET, "start-new": 0.3, "hook-foreign": 0.15}
 IDEMPOTENT_HASH = "b" * 40
 FOREIGN_HASH = "f" * 40
+TRUE = shutil.which("true") or "/bin/true"
 
 
 def log(message: str) -> None:
@@ -97,6 +99,8 @@ def commands(config: Path, baseline: Path | None = None) -> list[Command]:
                  f"magnet:?xt=urn:btih:{IDEMPOTENT_HASH}&dn=Bench"], created=False),
         Command("hook-foreign", "umt hook download-done HASH (a torrent umt does not track)",
                 [*umt, "hook", "download-done", FOREIGN_HASH], silent=True),
+        Command("hook-chained", "umt hook download-done HASH -- true (a chained finish program)",
+                [*umt, "hook", "download-done", FOREIGN_HASH, "--", TRUE], silent=True),
     ]
     if baseline is not None:
         # The venv's console script names this tree's entry point; the baseline's may differ.
