@@ -60,7 +60,7 @@ QUICK = {
 }
 FULL = {"REPEATS": "2"}
 
-ENGINES = {"ow": "OpenWorkflow", "dbos": "DBOS", "umt": "umt"}
+ENGINES = {"ow": "OpenWorkflow", "dbos": "DBOS", "before": "umt (before)", "umt": "umt"}
 
 
 def log(message: str) -> None:
@@ -166,13 +166,16 @@ def fresh_database(admin_url: str, name: str) -> str:
 #: A checkout whose ``umt`` (and ``bench``) the umt adapters import instead of this one's
 #: (``--umt-path``: measure a patched engine without touching this work tree).
 UMT_PATH: Path | None = None
+#: An earlier checkout of umt measured in the same run as engine ``before`` (``--before``).
+BEFORE_PATH: Path | None = None
 
 
 def harness_env(engine: str, db_url: str, knobs: dict[str, str], out: Path) -> dict[str, str]:
     env = {**os.environ, **knobs, "BENCH_DB_URL": db_url, "BENCH_OUT": str(out)}
     env.pop("UMT_BENCH_KEEP_WORKFLOW", None)
-    if engine == "umt":
-        paths = [str(UMT_PATH) if UMT_PATH else None, str(ROOT), env.get("PYTHONPATH")]
+    if engine in ("umt", "before"):
+        first = BEFORE_PATH if engine == "before" else UMT_PATH
+        paths = [str(first) if first else None, str(ROOT), env.get("PYTHONPATH")]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
         env["DRIVER_CMD"] = f"{PYTHON} -m bench.umt_driver"
         env["WORKER_CMD"] = f"{PYTHON} -m bench.umt_worker"
@@ -302,7 +305,8 @@ def _fmt(value: float | None) -> str:
 
 
 #: The peers umt is compared with, in the table's column order.
-PEERS = (("ow", "OpenWorkflow 0.10.1", "OW"), ("dbos", "DBOS 3.4.0", "DBOS"))
+PEERS = (("ow", "OpenWorkflow 0.10.1", "OW"), ("dbos", "DBOS 3.4.0", "DBOS"),
+         ("before", "umt before", "before"))
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -372,9 +376,15 @@ def use_umt_from(path: str | None) -> None:
 
 
 def compare(args: argparse.Namespace) -> int:
+    global BEFORE_PATH
     use_umt_from(args.umt_path)
     prepare_peer_bench()
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    engines = [e.strip() for e in args.engines.split(",") if e.strip() and e.strip() != "before"]
+    if args.before:
+        BEFORE_PATH = Path(args.before).resolve()
+        if not (BEFORE_PATH / "umt").is_dir() or not (BEFORE_PATH / "bench").is_dir():
+            raise SystemExit(f"--before {BEFORE_PATH}: needs the snapshot's umt/ and bench/")
+        engines.insert(engines.index("umt") if "umt" in engines else len(engines), "before")
     if unknown := [e for e in engines if e not in ENGINES]:
         raise SystemExit(f"unknown engine(s) {unknown}; known: {', '.join(ENGINES)}")
     if "dbos" in engines:
@@ -390,6 +400,8 @@ def compare(args: argparse.Namespace) -> int:
     text = f"{describe(results)}\n\n{table(results)}\n"
     if UMT_PATH:
         text = f"umt imported from {UMT_PATH}\n{text}"
+    if BEFORE_PATH:
+        text = f"umt before imported from {BEFORE_PATH}\n{text}"
     (out_dir / "table.md").write_text(text)
     latest = RESULTS / "latest"
     latest.unlink(missing_ok=True)
@@ -429,6 +441,9 @@ def main(argv: list[str] | None = None) -> int:
     p_compare = sub.choices["compare"]
     p_compare.add_argument("--quick", action="store_true", help="1 repeat, fewer trials (~8 min)")
     p_compare.add_argument("--engines", default="ow,dbos,umt")
+    p_compare.add_argument("--before", metavar="PATH",
+                           help="also measure this earlier snapshot of umt (its umt/ and bench/) "
+                                "in the same run, as column 'umt before'")
     p_compare.add_argument("--benches", help="e.g. B1,B4 (default: all five)")
     p_compare.add_argument("--repeats", type=int)
     p_scale = sub.choices["scale"]

@@ -214,6 +214,22 @@ def _reaping() -> None:
     Worker._reap_dead_siblings = lambda self: None  # type: ignore[method-assign]
 
 
+@breakage("no-self-fence", "a worker cut off from the database goes on with runs it may no "
+          "longer hold", "umt.engine.worker.Worker._fence_loop")
+def _no_self_fence() -> None:
+    from umt.engine.worker import Worker
+
+    Worker._fence_loop = lambda self: None  # type: ignore[method-assign]
+
+
+@breakage("deaf-listener", "the LISTEN connection never proves it is alive: a lost server side "
+          "goes unnoticed", "umt.engine.store.postgres._round_trip")
+def _deaf_listener() -> None:
+    from umt.engine.store import postgres
+
+    postgres._round_trip = lambda connection, *, deadline: None
+
+
 @breakage("retries", "a failing step is retried without limit (max_attempts ignored)",
           "umt.engine.RetryPolicy.allows_another")
 def _retries() -> None:

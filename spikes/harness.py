@@ -363,10 +363,11 @@ class Case:
         self.section.block(lines)
 
     def worker(self, label: str, *, workflows: Sequence[str] | None = None,
-               faults: str | None = None, concurrency: int = 2) -> Proc:
+               faults: str | None = None, concurrency: int = 2,
+               env: dict[str, str] | None = None) -> Proc:
         """``umt worker`` as its own process (through ``spikes.umt_cli`` when it needs the
-        spike workflows or faults)."""
-        extra: dict[str, str] = {}
+        spike workflows or faults); ``env``: more environment (``UMT_DATABASE_URL``, …)."""
+        extra: dict[str, str] = dict(env or {})
         spike = bool(workflows) or bool(faults)
         if workflows:
             extra["SPIKE_WORKFLOWS"] = ",".join(workflows)

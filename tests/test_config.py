@@ -1,3 +1,4 @@
+import grp
 import os
 import re
 from datetime import timedelta
@@ -76,14 +77,23 @@ def test_example_file_documents_every_setting_with_its_env_var() -> None:
     lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
     section = ""
     documented: dict[str, str] = {}
+    in_tables: dict[str, list[str]] = {}
     for index, line in enumerate(lines):
         if header := re.fullmatch(r"\[(\w+)\]", line):
             section = header[1]
+        elif header := re.fullmatch(r"# \[\[(\w+)\]\]", line):
+            section = f"[[{header[1]}]]"
         elif assignment := re.match(r"#? ?(\w+) = ", line):
-            documented[f"{section}.{assignment[1]}"] = lines[index - 1]
+            if section.startswith("[["):
+                in_tables.setdefault(section.strip("[]"), []).append(assignment[1])
+            else:
+                documented[f"{section}.{assignment[1]}"] = lines[index - 1]
     assert sorted(documented) == sorted(setting_keys())
     for key, comment in documented.items():
         assert f"({ENV_VARS[key]})" in comment, key
+    assert {name: sorted(keys) for name, keys in in_tables.items()} == {
+        name: sorted(model.model_fields) for name, model in config._LIST_SECTIONS.items()
+    }
 
 
 def test_every_setting_has_exactly_one_env_var() -> None:
@@ -286,6 +296,14 @@ def test_unknown_keys_are_errors(tmp_path: Path, text: str, fragments: list[str]
         ('[library]\nnaming_template = "{}/{0}"\n', ["library.naming_template", "named"]),
         ('[library]\nnaming_template = "../{title}"\n', ["library.naming_template", "inside"]),
         ('[library]\nnaming_template = "/abs/{title}"\n', ["library.naming_template", "inside"]),
+        ('[library]\nnaming_template = "{title:02d}"\n', ["library.naming_template", "format"]),
+        ('[library]\nfile_mode = "0648"\n', ["library.file_mode", "octal mode"]),
+        ('[library]\nfile_mode = "rw-r-----"\n', ["library.file_mode", "octal mode"]),
+        ("[library]\nfile_mode = 640\n", ["library.file_mode", "in quotes"]),
+        ('[library]\nfile_mode = "0040"\n', ["library.file_mode", "owner"]),
+        ('[library]\ndir_mode = "0640"\n', ["library.dir_mode", "owner", "search"]),
+        ('[library]\ngroup = "no-such-group-umt"\n', ["library.group", "no group"]),
+        ('[library]\ngroup = "99999999999"\n', ["library.group", "out of range"]),
         ('[qbittorrent]\nurl = "127.0.0.1:8080"\n', ["qbittorrent.url", "http(s) URL"]),
         ('[qbittorrent]\nurl = "http://u:p@host"\n', ["qbittorrent.url", "credentials"]),
         ('[qbittorrent]\ncategory = ""\n', ["qbittorrent.category", "empty"]),
@@ -465,4 +483,81 @@ def test_mask_database_url(url: str, shown: str) -> None:
 
 
 def test_section_table_matches_settings_fields() -> None:
-    assert list(config._SECTIONS) == list(Settings.model_fields)
+    assert [*config._SECTIONS, *config._LIST_SECTIONS] == list(Settings.model_fields)
+
+
+def test_permission_settings_are_normalised(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml",
+                 '[library]\nfile_mode = "640"\ndir_mode = "0o2775"\ngroup = "users"\n')
+    library = load_settings(path, env={}).library
+    assert (library.file_mode, library.dir_mode, library.group) == ("0640", "2775", "users")
+    assert library.permissions == (0o640, 0o2775, grp.getgrnam("users").gr_gid)
+    from_env = load_settings(None, env={"UMT_LIBRARY_GROUP": "4321"}).library
+    assert from_env.permissions == (None, None, 4321)
+    assert Settings().library.permissions == (None, None, None)
+
+
+# --------------------------------------------------------------------------- media servers, notify
+
+
+SERVERS = f'''
+[notify]
+urls = ["json://127.0.0.1:9/{SECRET}", "ntfys://ntfy.sh/topic"]
+attempts = 3
+retry_interval = "2s"
+
+[[media_servers]]
+kind = "jellyfin"
+url = "http://127.0.0.1:8096"
+token = "{SECRET}"
+
+[[media_servers]]
+kind = "plex"
+name = "plex-4k"
+url = "https://plex.example:32400/"
+token = "{SECRET}"
+library_path = "/data/library"
+'''
+
+
+def test_media_servers_and_notify_urls_are_read(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path / "c.toml", SERVERS), env={})
+    jellyfin, plex = settings.media_servers
+    assert (jellyfin.kind, jellyfin.label, jellyfin.library_path) == ("jellyfin", "jellyfin", None)
+    assert (plex.label, plex.library_path) == ("plex-4k", "/data/library")
+    assert plex.token.get_secret_value() == SECRET
+    assert [url.get_secret_value() for url in settings.notify.urls][1] == "ntfys://ntfy.sh/topic"
+    assert (settings.notify.attempts, settings.notify.retry_interval) == (3, timedelta(seconds=2))
+    # Secrets stay out of every rendering of the settings.
+    assert SECRET not in repr(settings) and SECRET not in str(settings.model_dump())
+    assert permission_warnings(load_settings(
+        write(tmp_path / "open.toml", SERVERS, mode=0o644), env={}
+    ))[0].count("notify.urls and media_servers.token") == 1
+
+
+def test_notify_urls_from_the_environment_are_split_on_spaces_and_commas() -> None:
+    settings = load_settings(env={"UMT_NOTIFY_URLS": "json://a/ , ntfys://ntfy.sh/t  tgram://x/y"})
+    assert [u.get_secret_value() for u in settings.notify.urls] == [
+        "json://a/", "ntfys://ntfy.sh/t", "tgram://x/y"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[[media_servers]]\nkind = "kodi"\nurl = "http://h"\ntoken = "t"\n',
+     "media_servers[0].kind"),
+    ('[[media_servers]]\nkind = "plex"\nurl = "h:32400"\ntoken = "t"\n', "not an http(s) URL"),
+    ('[[media_servers]]\nkind = "plex"\nurl = "http://u:p@h"\ntoken = "t"\n', "in token"),
+    ('[[media_servers]]\nkind = "plex"\nurl = "http://h"\n', "media_servers[0].token"),
+    ('[[media_servers]]\nkind = "plex"\nurl = "http://h"\ntoken = "t"\nlibrary_path = "x"\n',
+     "absolute path"),
+    ('[media_servers]\nkind = "plex"\n', "must be an array of tables"),
+    ('[[media_servers]]\nkind = "plex"\nurl = "http://h"\ntoken = "t"\nurl2 = 1\n',
+     "unknown setting 'media_servers.url2'"),
+    ('[notify]\nurls = ["not a url"]\n', "invalid setting notify.urls"),
+    ('[notify]\nattempts = 0\n', "notify.attempts"),
+    ('[notify]\nretry_interval = "2h"\n', "notify.retry_interval"),
+])
+def test_bad_media_server_and_notify_settings(tmp_path: Path, text: str, message: str) -> None:
+    text = text.replace('token = "t"', f'token = "{SECRET}"')
+    with pytest.raises(ConfigError) as error:
+        load_settings(write(tmp_path / "c.toml", text), env={})
+    assert message in str(error.value) and SECRET not in str(error.value)

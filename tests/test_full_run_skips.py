@@ -3,9 +3,13 @@ run unless it is by design or names what this machine cannot have; a targeted ru
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.support.skips import FULL_RUN_ENV
+
+REPO = Path(__file__).resolve().parents[1]
 
 TESTS = """
 import pytest
@@ -49,19 +53,23 @@ def test_page():
 
 
 def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, full: bool,
-         **modules: str) -> pytest.RunResult:
+         *options: str, **modules: str) -> pytest.RunResult:
     if full:
         monkeypatch.setenv(FULL_RUN_ENV, "1")
     else:
         monkeypatch.delenv(FULL_RUN_ENV, raising=False)
     pytester.makepyfile(**(modules or {"test_example": TESTS}))
+    if options:  # pytest-xdist's workers are processes
+        return pytester.runpytest_subprocess("-p", "tests.support.skips", "-rA", *options)
     return pytester.runpytest_inprocess("-p", "tests.support.skips", "-rA")
 
 
+@pytest.mark.parametrize("options", [(), ("-n", "2")], ids=["one-process", "xdist"])
 def test_in_a_full_run_only_a_skip_for_missing_setup_fails(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, options: tuple[str, ...],
 ) -> None:
-    result = _run(pytester, monkeypatch, full=True)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    result = _run(pytester, monkeypatch, True, *options)
     result.assert_outcomes(passed=1, failed=1, skipped=3)
     result.stdout.fnmatch_lines([
         "skipped in a full run*needs mkfs.btrfs*",

@@ -15,6 +15,7 @@ from umt.config import Settings
 
 if TYPE_CHECKING:
     from umt.engine import Engine, Registry, StartResult, WorkerOptions, Workflow
+    from umt.media.mediaservers import MediaServer
     from umt.media.pathmap import PathMap
     from umt.media.qbittorrent import QbtClient
     from umt.media.request import AcquireRequest
@@ -50,6 +51,7 @@ class App:
         database = open_database(
             self.settings.database_url(), schemas=self.schemas, pool_size=self._pool_size,
             sqlite_poll_interval=self.settings.engine.sqlite_poll_interval.total_seconds(),
+            lease=self.settings.engine.lease,
         )
         engine = Engine(database, signal_ttl=self.settings.engine.signal_ttl,
                         migration_sets=[RECORDS_MIGRATIONS])
@@ -88,15 +90,42 @@ class App:
 
     @cached_property
     def acquire_workflow(self) -> Workflow:
-        from umt.media.acquire import build_acquire_workflow
+        """The version new runs start with."""
+        from umt.media.acquire import WORKFLOW_VERSION
+
+        return self.acquire_workflows[WORKFLOW_VERSION]
+
+    @cached_property
+    def acquire_workflows(self) -> dict[str, Workflow]:
+        """Every version a worker runs (runs started before an upgrade finish as they began)."""
+        from umt.media.acquire import WORKFLOW_VERSIONS, build_acquire_workflow
+        from umt.media.announce import retry_policy
+        from umt.media.notifier import targets
         from umt.media.services import AcquireServices, LazyServices
 
-        return build_acquire_workflow(LazyServices(lambda: AcquireServices(self.qbittorrent())))
+        notify = self.settings.notify
+        services = LazyServices(lambda: AcquireServices(
+            self.qbittorrent(), media_servers=self.media_servers(),
+            notify_targets=targets([url.get_secret_value() for url in notify.urls]),
+        ))
+        retry = retry_policy(notify.attempts, notify.retry_interval)
+        return {version: build_acquire_workflow(services, retry, version)
+                for version in WORKFLOW_VERSIONS}
+
+    def media_servers(self) -> tuple[MediaServer, ...]:
+        from umt.media.mediaservers import MediaServer
+
+        return tuple(
+            MediaServer(server.kind, server.label, server.url, server.token.get_secret_value(),
+                        library_path=server.library_path,
+                        library_dir=str(self.settings.library.dir))
+            for server in self.settings.media_servers
+        )
 
     def registry(self) -> Registry:
         from umt.engine import Registry
 
-        return Registry([self.acquire_workflow])
+        return Registry(list(self.acquire_workflows.values()))
 
     def worker_options(self, concurrency: int | None = None) -> WorkerOptions:
         from umt.engine import WorkerOptions
@@ -144,6 +173,7 @@ class App:
         from umt.media.request import AcquireRequest
 
         library = self.settings.library
+        file_mode, dir_mode, group_id = library.permissions
         return AcquireRequest(
             source=source.to_json(),
             info_hash=source.info_hash,
@@ -164,4 +194,5 @@ class App:
             naming_template=library.naming_template,
             all_files=library.all_files,
             verify=library.verify,
+            file_mode=file_mode, dir_mode=dir_mode, group_id=group_id,
         )

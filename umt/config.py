@@ -7,6 +7,7 @@ message naming the file, key or variable. ``config.example.toml`` documents ever
 from __future__ import annotations
 
 import difflib
+import grp
 import os
 import re
 import shlex
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -53,6 +54,8 @@ __all__ = [
     "DatabaseTarget",
     "EngineSettings",
     "LibrarySettings",
+    "MediaServerSettings",
+    "NotifySettings",
     "QbittorrentSettings",
     "Settings",
     "default_config_path",
@@ -86,6 +89,9 @@ ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
         "library.naming_template": "UMT_LIBRARY_NAMING_TEMPLATE",
         "library.all_files": "UMT_LIBRARY_ALL_FILES",
         "library.verify": "UMT_LIBRARY_VERIFY",
+        "library.file_mode": "UMT_LIBRARY_FILE_MODE",
+        "library.dir_mode": "UMT_LIBRARY_DIR_MODE",
+        "library.group": "UMT_LIBRARY_GROUP",
         "acquire.retention": "UMT_RETENTION",
         "acquire.download_timeout": "UMT_ACQUIRE_DOWNLOAD_TIMEOUT",
         "acquire.stall_timeout": "UMT_ACQUIRE_STALL_TIMEOUT",
@@ -95,10 +101,13 @@ ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
         "engine.signal_ttl": "UMT_ENGINE_SIGNAL_TTL",
         "engine.concurrency": "UMT_ENGINE_CONCURRENCY",
         "engine.schema": "UMT_ENGINE_SCHEMA",
+        "notify.urls": "UMT_NOTIFY_URLS",
+        "notify.attempts": "UMT_NOTIFY_ATTEMPTS",
+        "notify.retry_interval": "UMT_NOTIFY_RETRY_INTERVAL",
     }
 )
 
-_SECRET_KEYS: Final = frozenset({"database.url", "qbittorrent.password"})
+_SECRET_KEYS: Final = frozenset({"database.url", "qbittorrent.password", "notify.urls"})
 #: Keys whose value is a URL: shown only with userinfo and query values masked.
 _URL_KEYS: Final = frozenset({"qbittorrent.url"})
 #: Steps a worker executes at once; each holds a database connection.
@@ -217,6 +226,23 @@ def _non_empty(value: str) -> str:
 NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
 
 
+def _http_url(value: str, *, example: str, credentials: str) -> str:
+    try:
+        parts = urlsplit(value)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        usable = False
+    if not usable:
+        raise ValueError(f"not an http(s) URL such as '{example}'")
+    if "@" in parts.netloc:
+        raise ValueError(f"put credentials in {credentials}, not in the URL")
+    return value
+
+
+def _media_server_url(value: str) -> str:
+    return _http_url(value, example="http://127.0.0.1:8096", credentials="token")
+
+
 def default_data_dir() -> Path:
     import platformdirs  # here: a config that names its files does not need it
 
@@ -307,16 +333,8 @@ class QbittorrentSettings(_Section):
     @field_validator("url")
     @classmethod
     def _check_url(cls, value: str) -> str:
-        try:
-            parts = urlsplit(value)
-            usable = parts.scheme in ("http", "https") and bool(parts.hostname)
-        except ValueError:
-            usable = False
-        if not usable:
-            raise ValueError("not an http(s) URL such as 'http://127.0.0.1:8080'")
-        if "@" in parts.netloc:
-            raise ValueError("put credentials in qbittorrent.username/password, not in the URL")
-        return value
+        return _http_url(value, example="http://127.0.0.1:8080",
+                         credentials="qbittorrent.username/password")
 
     @field_validator("download_dir")
     @classmethod
@@ -325,12 +343,76 @@ class QbittorrentSettings(_Section):
         return value or None
 
 
+_MAX_GID: Final = 2**32 - 2
+_OCTAL_MODE: Final = re.compile(r"(?:0o)?([0-7]{3,4})", re.IGNORECASE)
+
+
+def _octal_mode(needed: int, what: str) -> BeforeValidator:
+    """An octal mode string (``"0640"``, ``"2775"``) that keeps ``needed`` for umt itself,
+    normalised to four digits; empty is None (left as created)."""
+
+    def check(value: object) -> object:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ValueError('write the mode as an octal string in quotes, e.g. "0640"')
+        match = _OCTAL_MODE.fullmatch(value.strip())
+        if match is None:
+            raise ValueError(f"{value[:_SHOWN_CHARS]!r} is not an octal mode such as "
+                             '"0640" or "2775"')
+        mode = int(match.group(1), 8)
+        if mode & needed != needed:
+            raise ValueError(f"{match.group(1)} must give the owner (umt) {what} ({needed:o})")
+        return f"{mode:04o}"
+
+    return BeforeValidator(check)
+
+
+def _group(value: object) -> object:
+    """A group name that exists here or a numeric gid; empty is None (left as created)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ValueError("not a group name or numeric gid")
+    text = value.strip()
+    if text.isdigit():
+        if int(text) > _MAX_GID:
+            raise ValueError(f"gid {text[:_SHOWN_CHARS]} is out of range")
+        return text
+    try:
+        grp.getgrnam(text)
+    except (KeyError, ValueError):
+        raise ValueError(f"no group {text[:_SHOWN_CHARS]!r} on this machine") from None
+    return text
+
+
+def group_id(group: str) -> int:
+    """The gid of ``library.group`` (a name that exists here or a number)."""
+    return int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+
+
 class LibrarySettings(_Section):
     dir: Path = Field(default_factory=lambda: default_data_dir() / "library")
     import_mode: ImportMode = "auto"
     naming_template: str = DEFAULT_TEMPLATE
     all_files: bool = False
     verify: VerifyMode = "sha256"
+    #: Mode of the files and folders imports create ("0640"); None: as the umask leaves them.
+    file_mode: Annotated[str | None, _octal_mode(0o400, "read")] = None
+    dir_mode: Annotated[str | None, _octal_mode(0o700, "read, write and search")] = None
+    #: Group given to what imports create, a name or a gid; None: umt's own group.
+    group: Annotated[str | None, BeforeValidator(_group)] = None
+
+    @property
+    def permissions(self) -> tuple[int | None, int | None, int | None]:
+        """(file mode, folder mode, gid) as numbers."""
+        return (
+            int(self.file_mode, 8) if self.file_mode else None,
+            int(self.dir_mode, 8) if self.dir_mode else None,
+            group_id(self.group) if self.group else None,
+        )
 
     @field_validator("dir", mode="before")
     @classmethod
@@ -400,6 +482,84 @@ class EngineSettings(_Section):
         return value
 
 
+def _url_list(value: object) -> object:
+    """A list, or text with the URLs separated by spaces or commas (UMT_NOTIFY_URLS)."""
+    if isinstance(value, str):
+        return [part for part in re.split(r"[\s,]+", value) if part]
+    return value
+
+
+_APPRISE_FORM: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\x00-\x1f\x7f]+")
+
+
+def _apprise_form(value: SecretStr) -> SecretStr:
+    # The full syntax check (Apprise's own) is 'umt doctor''s: importing Apprise here would
+    # slow every command down.
+    if not _APPRISE_FORM.fullmatch(value.get_secret_value()):
+        raise ValueError("each must be an Apprise URL such as 'ntfys://ntfy.sh/topic'")
+    if len(value.get_secret_value()) > 2000:
+        raise ValueError("each must be at most 2000 characters")
+    return value
+
+
+class NotifySettings(_Section):
+    #: Apprise URLs; they usually hold tokens and are never shown.
+    urls: Annotated[
+        list[Annotated[SecretStr, AfterValidator(_apprise_form)]], BeforeValidator(_url_list)
+    ] = Field(default_factory=list, max_length=20)
+    #: Tries of a media server scan or a message before the run goes on with a warning.
+    attempts: int = Field(default=5, ge=1, le=20)
+    #: The wait after the first failed try; each next wait is three times longer (30 min max).
+    retry_interval: IntervalDuration = timedelta(seconds=10)
+
+
+class MediaServerSettings(_Section):
+    """One ``[[media_servers]]`` table: a Jellyfin, Emby or Plex server to tell about imports."""
+
+    kind: Literal["jellyfin", "emby", "plex"]
+    url: Annotated[str, AfterValidator(_media_server_url)]
+    token: SecretStr
+    #: How umt names the server in its ledger and messages (default: its kind).
+    name: str | None = None
+    #: Where this server sees library.dir (e.g. "/media" in its container); default: the same.
+    library_path: str | None = None
+
+    @field_validator("token")
+    @classmethod
+    def _check_token(cls, value: SecretStr) -> SecretStr:
+        if not value.get_secret_value().strip():
+            raise ValueError("must not be empty")
+        if not value.get_secret_value().isprintable():
+            raise ValueError("must be printable text")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}", value):
+            raise ValueError("1-40 letters, digits, '_', '.' or '-'")
+        return value
+
+    @field_validator("library_path")
+    @classmethod
+    def _check_library_path(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError("must be an absolute path, as the media server sees the library")
+        return value
+
+    @property
+    def label(self) -> str:
+        return self.name or self.kind
+
+
+def _distinct_servers(servers: list[MediaServerSettings]) -> list[MediaServerSettings]:
+    labels = [server.label for server in servers]
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        raise ValueError(f"two servers are called {twice[0]!r}: give each a distinct name")
+    return servers
+
+
 # --------------------------------------------------------------------------- settings
 
 
@@ -420,6 +580,10 @@ class Settings(BaseModel):
     library: LibrarySettings = Field(default_factory=LibrarySettings)
     acquire: AcquireSettings = Field(default_factory=AcquireSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
+    media_servers: Annotated[
+        list[MediaServerSettings], AfterValidator(_distinct_servers)
+    ] = Field(default_factory=list, max_length=20)
 
     _config_file: Path | None = PrivateAttr(default=None)
     _secrets_in_file: tuple[str, ...] = PrivateAttr(default=())
@@ -458,7 +622,12 @@ _SECTIONS: Final[Mapping[str, type[BaseModel]]] = MappingProxyType(
         "library": LibrarySettings,
         "acquire": AcquireSettings,
         "engine": EngineSettings,
+        "notify": NotifySettings,
     }
+)
+#: Sections written as arrays of tables (``[[media_servers]]``): no ``UMT_*`` variables.
+_LIST_SECTIONS: Final[Mapping[str, type[BaseModel]]] = MappingProxyType(
+    {"media_servers": MediaServerSettings}
 )
 
 
@@ -532,11 +701,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _check_known_keys(data: Mapping[str, Any], path: Path) -> None:
     for section, table in data.items():
+        if section in _LIST_SECTIONS:
+            _check_list_section(section, table, path)
+            continue
         if section not in _SECTIONS:
             raise ConfigError(
                 f"{path}: unknown section or key {section!r}"
                 f"{_did_you_mean(section, [*_SECTIONS, *setting_keys()])}; sections are "
-                + ", ".join(f"[{name}]" for name in _SECTIONS)
+                + ", ".join([*(f"[{name}]" for name in _SECTIONS),
+                             *(f"[[{name}]]" for name in _LIST_SECTIONS)])
             )
         if not isinstance(table, dict):
             raise ConfigError(
@@ -545,6 +718,20 @@ def _check_known_keys(data: Mapping[str, Any], path: Path) -> None:
         for key in table:
             if key not in _section_keys(section):
                 hint = _did_you_mean(f"{section}.{key}", setting_keys())
+                raise ConfigError(f"{path}: unknown setting '{section}.{key}'{hint}")
+
+
+def _check_list_section(section: str, tables: object, path: Path) -> None:
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(
+            f"{path}: {section!r} must be an array of tables: write [[{section}]] above the "
+            "keys of each"
+        )
+    known = list(_LIST_SECTIONS[section].model_fields)
+    for table in tables:
+        for key in table:
+            if key not in known:
+                hint = _did_you_mean(f"{section}.{key}", [f"{section}.{k}" for k in known])
                 raise ConfigError(f"{path}: unknown setting '{section}.{key}'{hint}")
 
 
@@ -570,7 +757,10 @@ def _env_values(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
 def _merge(
     file_data: Mapping[str, Any], env_data: Mapping[str, Mapping[str, str]]
 ) -> dict[str, Any]:
-    merged = {section: dict(table) for section, table in file_data.items()}
+    merged: dict[str, Any] = {
+        section: list(table) if section in _LIST_SECTIONS else dict(table)
+        for section, table in file_data.items()
+    }
     for section, table in env_data.items():
         merged.setdefault(section, {}).update(table)
     return merged
@@ -593,6 +783,12 @@ def _describe(
     dotted = ".".join(str(part) for part in first["loc"][:2])
     message = first["msg"].removeprefix("Value error, ")
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    if first["loc"] and first["loc"][0] in _LIST_SECTIONS:
+        # Never the value: a server's table holds its token.
+        where = f"in {path}" if path is not None else "default"
+        index = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                        for part in first["loc"][1:3])
+        return f"invalid setting {first['loc'][0]}{index} ({where}): {message}{more}"
     return (
         f"invalid setting {dotted}{_shown_input(dotted, first['input'])}"
         f" ({_origin(dotted, path, env_data)}): {message}{more}"
@@ -623,6 +819,13 @@ def _secret_keys(file_data: Mapping[str, Any]) -> tuple[str, ...]:
         keys.append("database.url")
     if file_data.get("qbittorrent", {}).get("password"):
         keys.append("qbittorrent.password")
+    notify = file_data.get("notify")
+    if isinstance(notify, dict) and notify.get("urls"):
+        keys.append("notify.urls")
+    servers = file_data.get("media_servers")
+    if isinstance(servers, list) and any(isinstance(t, dict) and t.get("token")
+                                         for t in servers):
+        keys.append("media_servers.token")
     return tuple(keys)
 
 

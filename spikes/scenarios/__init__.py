@@ -112,9 +112,9 @@ def migrate(case: Case, *, show: bool = False) -> None:
 
 
 def register_all() -> list[Scenario]:
-    from spikes.scenarios import acquire, engine  # noqa: F401 - registers the scenarios
+    from spikes.scenarios import acquire, engine, partitions  # noqa: F401 - registers them
 
     order = ["a", "b-kill", "b-freeze", "c", "d", "e", "f", "g", "h", "i",
              "pg-sleep", "pg-500", "sleepers-10k", "qbt-drop", "qbt-drop-real", "rename-kill",
-             "copy-freeze"]
+             "copy-freeze", "partition", "partition-listen"]
     return sorted(SCENARIOS, key=lambda s: order.index(s.key) if s.key in order else 99)

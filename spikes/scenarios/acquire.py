@@ -39,7 +39,7 @@ FAKE = "umt CLI and `umt worker`; fake qBittorrent"
 FAKE_SLOW = ("umt CLI; fake qBittorrent; the first worker runs with a slow disk "
              "(`spikes.umt_cli`, SPIKE_FAULTS=slow-copy=16 MB/s), the next is a plain `umt worker`")
 MAIN_STEPS = ["submit-download", "wait-download", "confirm-download", "copy-file", "register",
-              "retention", "cleanup"]
+              "notify-library", "notify-imported", "retention", "cleanup"]
 
 
 def _start(case: Case, hash_hex: str, name: str, *extra: str) -> str:
@@ -316,7 +316,8 @@ def cancel_mid_copy(case: Case) -> None:
     check(all(status == "(never started)" for status in later),
           "no later step ran (register, retention, cleanup never started)")
     check([s["name"] for s in compensation] == ["discard-partial-imports",
-                                                 "catalog-kept-imports", "remove-torrent"]
+                                                 "catalog-kept-imports", "remove-torrent",
+                                                 "notify-outcome"]
           and all(s["status"] == "succeeded" for s in compensation)
           and not fake.live_torrents() and not source.exists()
           and not library_files(case),

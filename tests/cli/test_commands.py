@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import INFO_HASH, OTHER_HASH, Cli, magnet
+from umt.media.acquire import WORKFLOW_VERSION
 
 RUN_ID = "0b7c5a1e-4f7d-4a53-9a38-2c8f1d4e6b90"
 
@@ -121,12 +122,12 @@ def test_cancel_wait_reports_a_compensation_nobody_runs(cli: Cli) -> None:
 def test_status_human_and_json(cli: Cli) -> None:
     run_id = cli.start()
     human = cli.ok("status", run_id).stdout
-    assert f"run {run_id}  acquire@1  pending" in human
+    assert f"run {run_id}  acquire@{WORKFLOW_VERSION}  pending" in human
     assert "title:    Some Film [2160p]" in human
     status = cli.json("status", run_id)
     assert {key: status[key] for key in ("run_id", "workflow", "version", "status", "steps",
                                          "output", "error", "detail", "compensation")} == {
-        "run_id": run_id, "workflow": "acquire", "version": "1", "status": "pending",
+        "run_id": run_id, "workflow": "acquire", "version": WORKFLOW_VERSION, "status": "pending",
         "steps": [], "output": None, "error": None, "detail": None, "compensation": None,
     }
     cli.ok("cancel", run_id)
@@ -158,7 +159,7 @@ def test_runs_on_a_database_that_does_not_exist_creates_nothing(cli: Cli) -> Non
 def test_show_timeline_and_ledger(cli: Cli) -> None:
     run_id = cli.start()
     human = cli.ok("show", run_id).stdout
-    assert f"run {run_id}  acquire@1  pending" in human
+    assert f"run {run_id}  acquire@{WORKFLOW_VERSION}  pending" in human
     assert "no step has started yet" in human and "ledger: no entries" in human
     shown = cli.json("show", run_id)
     assert shown["run_id"] == run_id and shown["steps"] == [] and shown["ledger"] == []
@@ -323,6 +324,32 @@ def test_doctor_reports_a_missing_config_file_as_a_failed_check(cli: Cli) -> Non
     [check] = json.loads(result.stdout)["checks"]
     assert check["name"] == "config" and check["status"] == "fail"
     assert result.stderr == "umt: error: 1 check(s) failed: config\n"
+
+
+def test_doctor_warns_when_the_library_group_cannot_read_the_downloads(
+    cli: Cli, tmp_path: Path,
+) -> None:
+    downloads, library = tmp_path / "doctor-downloads", tmp_path / "doctor-library"
+    (downloads / "Pack").mkdir(parents=True)
+    library.mkdir()
+    (downloads / "Pack" / "readable.mkv").write_bytes(b"x")
+    (downloads / "Pack" / "readable.mkv").chmod(0o644)
+    (downloads / "Pack" / "private.mkv").write_bytes(b"x")
+    (downloads / "Pack" / "private.mkv").chmod(0o600)
+    env = {"UMT_DOWNLOAD_DIR": str(downloads), "UMT_LIBRARY_DIR": str(library),
+           "UMT_LIBRARY_GROUP": "65534"}  # a group the files do not have: "others" must read
+
+    def group_check(extra: dict[str, str]) -> dict[str, str]:
+        checks = json.loads(cli.invoke("doctor", "--json", env={**env, **extra}).stdout)["checks"]
+        return next(check for check in checks if check["name"] == "library group")
+
+    warned = group_check({})
+    assert warned["status"] == "warn" and "cannot read 1 of 2 file(s)" in warned["detail"]
+    assert "private.mkv, mode 0600" in warned["detail"] and "UMask" in warned["fix"]
+    assert group_check({"UMT_IMPORT_MODE": "copy"})["status"] == "ok"
+    (downloads / "Pack" / "private.mkv").chmod(0o604)
+    assert group_check({})["status"] == "ok"
+    assert group_check({"UMT_LIBRARY_GROUP": ""})["status"] == "skip"
 
 
 def test_umt_debug_adds_the_traceback(cli: Cli) -> None:

@@ -14,7 +14,7 @@ from umt.cli.main import app
 
 # (pydantic is not listed: typer itself imports it to convert parameters)
 HEAVY = ("psycopg", "psycopg_pool", "qbittorrentapi", "requests", "torf", "umt.engine",
-         "umt.media", "umt.records", "umt.config", "umt.app")
+         "umt.media", "umt.records", "umt.config", "umt.app", "guessit")
 
 
 def _command_paths() -> list[tuple[str, ...]]:

@@ -40,6 +40,9 @@ JSONISH = st.one_of(
                      '{"k": [1, 2.5, "x"]}', str(10**25)]),
     HOSTILE_TEXT,
 )
+#: What library.file_mode, .dir_mode and .group may be given: modes, names, gids, nonsense.
+MODEISH = st.sampled_from(["0640", "640", "0o2775", "2750", "0648", "7777", "0000", "0040", "rwx",
+                           "users", "root", "no-such-group", "65534", "99999999999", "-1", " "])
 RUN_IDS = st.one_of(st.uuids().map(str), HOSTILE_TEXT)
 SOURCES = st.one_of(
     st.builds(magnet, st.just(INFO_HASH), HOSTILE_TEXT.filter(lambda t: "&" not in t)),
@@ -81,7 +84,7 @@ COMMANDS = st.one_of(
 SETTINGS = st.dictionaries(
     st.sampled_from(sorted(set(ENV_VARS.values()) - {"UMT_DATABASE_URL"})),
     st.one_of(HOSTILE_TEXT.filter(lambda t: "\0" not in t), NUMBERISH, DURATIONISH.filter(
-        lambda t: "\0" not in t)),
+        lambda t: "\0" not in t), MODEISH),
     max_size=2,
 )
 _counter = itertools.count()
@@ -133,6 +136,63 @@ def test_every_setting_gets_a_documented_answer(
     cli = _fresh_cli(workspace, shared_database=False)
     env: dict[str, str | None] = dict(values)
     _check(cli, args, env)
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("UMT_LIBRARY_FILE_MODE", "0648"), ("UMT_LIBRARY_FILE_MODE", "u=rw"),
+    ("UMT_LIBRARY_FILE_MODE", "0200"), ("UMT_LIBRARY_DIR_MODE", "0600"),
+    ("UMT_LIBRARY_GROUP", "no-such-group"), ("UMT_LIBRARY_GROUP", "99999999999"),
+])
+@pytest.mark.parametrize("args", [["runs"], ["start-acquire", magnet()]])
+def test_a_bad_permission_setting_is_refused_and_writes_nothing(
+    workspace: Path, variable: str, value: str, args: list[str],
+) -> None:
+    cli = _fresh_cli(workspace, shared_database=False)
+    result = cli.invoke(*args, env={variable: value})
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("umt: error: ") and variable in result.stderr
+    assert _database_state(cli.db_path) is None
+def _toml_string(text: str) -> str:
+    return '"' + "".join(
+        ch if ch.isprintable() and ch not in '"\\' else f"\\u{ord(ch):04x}" for ch in text
+        if not 0xD800 <= ord(ch) <= 0xDFFF
+    ) + '"'
+
+
+TOKEN = "tok-" + "7" * 20
+#: A [[media_servers]] table: a usable one with one key changed to something hostile, dropped,
+#: or repeated (two servers of one name).
+MEDIA_SERVER_TABLES = st.tuples(
+    st.sampled_from(["kind", "url", "token", "name", "library_path", "extra"]),
+    st.one_of(HOSTILE_TEXT, NUMBERISH, st.sampled_from(
+        ["plex", "emby", "jellyfin", "JELLYFIN", "http://127.0.0.1:1", "ftp://x", "http://u:p@h",
+         "/media", "media", "", "a" * 41, "tok\x00en"])),
+    st.sampled_from(["replace", "drop", "twice"]),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(table=MEDIA_SERVER_TABLES, urls=st.lists(st.one_of(HOSTILE_TEXT, st.sampled_from(
+           ["json://127.0.0.1:1/", "ntfys://ntfy.sh/t", "x", "a:b", "://"])), max_size=3),
+       args=st.sampled_from([["runs"], ["tables"], ["start-acquire", magnet()]]))
+def test_every_media_server_and_notify_setting_gets_a_documented_answer(
+    workspace: Path, table: tuple[str, str, str], urls: list[str], args: list[str]
+) -> None:
+    key, value, how = table
+    server = {"kind": '"jellyfin"', "url": '"http://127.0.0.1:8096"', "token": f'"{TOKEN}"'}
+    if how == "drop":
+        server.pop(key, None)
+    else:
+        server[key] = _toml_string(value)
+    lines = ["[notify]", "urls = [" + ", ".join(_toml_string(u) for u in urls) + "]"]
+    for _ in range(2 if how == "twice" else 1):
+        lines += ["[[media_servers]]", *(f"{k} = {v}" for k, v in server.items())]
+    cli = _fresh_cli(workspace, shared_database=False)
+    cli.write_config("\n".join(lines) + "\n")
+    result = cli.invoke(*args)
+    # The token is never repeated back, whatever else is wrong.
+    assert TOKEN not in result.stdout + result.stderr
+    _check(cli, args, {})
 
 
 def _fresh_cli(workspace: Path, *, shared_database: bool) -> Cli:

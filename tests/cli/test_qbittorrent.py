@@ -25,7 +25,7 @@ def test_doctor_install_hook_show_hook(qbt_cli: Cli, qbittorrent: QbtInstance) -
     assert before.exit_code == 1, before.output
     assert _checks(before.stdout) == {
         "config": "ok", "database": "ok", "qbittorrent": "ok", "finish hook": "fail",
-        "paths": "ok", "library": "ok", "hardlinks": "ok",
+        "paths": "ok", "library": "ok", "hardlinks": "ok", "library group": "skip",
     }
     assert before.stderr == "umt: error: 1 check(s) failed: finish hook\n"
     assert qbittorrent.password not in before.output
@@ -120,7 +120,8 @@ def test_doctor_reports_hardlinks_across_missing_download_dir(
     result = qbt_cli.invoke("doctor", "--json")
     assert result.exit_code == 1
     assert _checks(result.stdout)["hardlinks"] == "fail"
-    assert json.loads(result.stdout)["checks"][-1]["fix"]
+    hardlinks = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "hardlinks")
+    assert hardlinks["fix"]
 
 
 def test_doctor_fails_on_a_missing_library_folder(qbt_cli: Cli, tmp_path: Path) -> None:

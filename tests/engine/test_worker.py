@@ -269,7 +269,10 @@ def test_a_worker_whose_own_lease_ran_out_takes_the_run_over_once(
 
     done = wait_for_status(engine, run.id, RunStatus.SUCCEEDED, timeout=30)
     assert done.output == 2, "finished by the second claim, which kept its lease"
-    assert [a.status for a in engine.attempts(run.id)] == ["interrupted", "succeeded"]
+    # The worker fences itself before its lease runs out (lease_lost); on a starved machine the
+    # second claim may get there first and find the attempt still running (interrupted).
+    first, second = (a.status for a in engine.attempts(run.id))
+    assert first in ("lease_lost", "interrupted") and second == "succeeded"
 
 
 def test_progress_is_persisted_with_the_attempt(engine: Engine, run_worker: Any) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.media.pipeline import Pipeline
+from tests.support.mediaservers import Stand
 from tests.support.qbittorrent import QbtInstance, Swarm
 
 
@@ -38,3 +39,12 @@ def any_pipeline(
     pipeline = Pipeline(tmp_path / "umt", fresh_client, url)
     yield pipeline
     pipeline.close()
+
+
+@pytest.fixture
+def stands() -> Iterator[list[Stand]]:
+    """Media-server and Apprise stand-ins a test starts; stopped after it."""
+    started: list[Stand] = []
+    yield started
+    for stand in started:
+        stand.stop()

@@ -16,17 +16,21 @@ class Host:
     """``umt worker`` as another machine: its own hostname, the shared download folder
     mounted at a path of its own (empty for everyone else)."""
 
-    def __init__(self, name: str, root: Path, shared: Path, config: Path) -> None:
+    def __init__(self, name: str, root: Path, shared: Path, config: Path,
+                 faults: str | None = None) -> None:
+        """``faults``: injected by ``spikes.umt_cli`` (``SPIKE_FAULTS``, e.g. ``slow-copy=16``:
+        copies at 16 MB/s)."""
         self.name = name
         self.log = root / f"worker-{name}.log"
         setup = f"hostname {name}\nmount --bind '{shared}' '{root / name}'\nexec \"$@\""
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 ["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-ec", setup,
-                 "sh", sys.executable, "-m", "umt.cli.main", "--config", str(config), "worker",
-                 "--concurrency", "2"],
+                 "sh", sys.executable, "-m", "spikes.umt_cli" if faults else "umt.cli.main",
+                 "--config", str(config), "worker", "--concurrency", "2"],
                 cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True,
+                env={**os.environ, "SPIKE_FAULTS": faults} if faults else None,
             )
 
     def kill(self) -> None:

@@ -39,6 +39,8 @@ class Pipeline:
     extra_config: str = ""
     lease: str = "3s"
     all_files: bool = False
+    #: More [library] settings, as TOML lines (naming_template, file_mode, …).
+    library_extra: str = ""
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -60,7 +62,7 @@ class Pipeline:
             f'password = "{self.client.password}"',
             f'download_dir = "{self.download_dir or self.client.download_dir}"',
             "[library]", f'dir = "{self.library}"', f'import_mode = "{self.import_mode}"',
-            f"all_files = {'true' if self.all_files else 'false'}",
+            f"all_files = {'true' if self.all_files else 'false'}", self.library_extra,
             "[acquire]", f'retention = "{self.retention}"', 'download_timeout = "10m"',
             f'stall_timeout = "{self.stall_timeout}"',
             "[engine]", f'lease = "{self.lease}"', 'poll_interval = "1s"',

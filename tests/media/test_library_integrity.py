@@ -104,7 +104,7 @@ def test_two_runs_for_one_library_path_one_wins_and_the_other_keeps_its_download
         assert kept is not None and kept.content_path is not None
         assert Path(kept.content_path).exists()
         assert [s.name for s in pipeline.engine.steps(loser) if s.phase == "compensation"] == [
-            "discard-partial-imports", "catalog-kept-imports",
+            "discard-partial-imports", "catalog-kept-imports", "notify-outcome",
         ]
     finally:
         pipeline.close()
@@ -132,6 +132,7 @@ def test_two_files_of_one_run_mapping_to_one_path_are_refused_before_any_copy(
     tmp_path: Path,
 ) -> None:
     from umt.engine import PermanentError
+    from umt.media.packs import choose_files
     from umt.media.request import AcquireRequest
 
     content = tmp_path / "Film"
@@ -144,9 +145,9 @@ def test_two_files_of_one_run_mapping_to_one_path_are_refused_before_any_copy(
         library_dir=str(tmp_path / "library"), import_mode="copy",
         naming_template="{title}/{filename}", all_files=True, verify="sha256",
     )
-    sources = sorted(content.rglob("*.VOB"))
+    chosen = choose_files(content, "Film", template=request.naming_template, all_files=True)
     with pytest.raises(PermanentError, match="would both be imported as"):
-        library.plan_destinations(request, "Film", content, sources, tmp_path / "library")
+        library.plan_destinations(request, "Film", chosen, tmp_path / "library")
 
 
 def test_cancel_during_retention_stops_seeding_and_keeps_the_library_file(

@@ -1,4 +1,5 @@
-"""umt.media.selection on real folder trees (sizes come from sparse files)."""
+"""Which files an import takes (umt.media.selection, umt.media.packs) on real folder trees
+(sizes come from sparse files), with a template that names no episode."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from umt.media.selection import NoMediaFile, select_media_files
+from umt.media.packs import choose_files
+from umt.media.selection import NoMediaFile
+
+
+def select_media_files(content: Path, *, all_files: bool) -> list[Path]:
+    """The files imported through the template (subtitles travel with their video)."""
+    chosen = choose_files(content, content.name, template="{title}/{path}", all_files=all_files)
+    return [choice.file.path for choice in chosen if choice.subtitle_of is None]
 
 
 def make(root: Path, files: dict[str, int]) -> None:

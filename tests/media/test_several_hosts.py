@@ -104,7 +104,10 @@ def test_two_hosts_one_qbittorrent_fifty_runs_and_a_host_killed_mid_copy(
     again = parse_source(f"magnet:?xt=urn:btih:{hashlib.sha1(b'film 0').hexdigest()}")
     assert app.start_acquire(again).run.id == run_ids[0]
 
-    hosts = {name: Host(name, tmp_path, shared, configs[name]) for name in configs}
+    # host-a's disk is slow, so that the copy it is killed in cannot finish before the kill lands
+    hosts = {name: Host(name, tmp_path, shared, configs[name],
+                        faults="slow-copy=16" if name == "host-a" else None)
+             for name in configs}
     stop_reconciling = threading.Event()
 
     def reconcile_like_cron() -> None:  # the finish hook of the fake never fires

@@ -56,16 +56,13 @@ def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
 
 
 def _judge(report: pytest.TestReport | pytest.CollectReport, config: pytest.Config) -> None:
-    """In a full run, turns a skip for missing set-up into a failure; records the acceptance
-    points this machine cannot exercise."""
+    """In a full run, turns a skip for missing set-up into a failure."""
     if not full_run() or not report.skipped or hasattr(report, "wasxfail"):
         return
     reason = _skip_reason(report)
     if reason.startswith(BY_DESIGN):
         return
     if reason.startswith(UNAVAILABLE):
-        config.stash.setdefault(_not_exercised, []).append(
-            f"{report.nodeid}: {reason.removeprefix(UNAVAILABLE)}")
         return
     report.outcome = "failed"
     report.longrepr = (f"skipped in a full run, which must exercise everything this machine "
@@ -100,6 +97,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _note_unexercised(report: pytest.TestReport | pytest.CollectReport,
+                      config: pytest.Config) -> None:
+    """Records the acceptance points this machine cannot exercise. Reports reach these hooks in
+    the process that prints the summary (pytest-xdist's controller, too)."""
+    if not full_run() or not report.skipped:
+        return
+    reason = _skip_reason(report)
+    if reason.startswith(UNAVAILABLE):
+        config.stash.setdefault(_not_exercised, []).append(
+            f"{report.nodeid}: {reason.removeprefix(UNAVAILABLE)}")
+
+
+#: the configs of the sessions in progress, innermost last (pytester nests one in a test)
+_CONFIGS: list[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIGS.append(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _CONFIGS.remove(config)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _note_unexercised(report, _CONFIGS[-1])
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _note_unexercised(report, _CONFIGS[-1])
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -1,9 +1,10 @@
 """Running a piece of a test as an unprivileged user, for real: root reads and writes every file
 whatever its mode, so a refusal by the kernel can only be tested without root's powers.
 
-``as_nobody(function)`` runs ``function()`` in a forked child that became ``nobody`` and sends
-its JSON result back (run as is when the tests do not run as root). Files it must reach go in
-``reachable_folder()``: pytest's ``tmp_path`` is root's alone.
+``as_nobody(function)`` runs ``function()`` in a forked child that became ``nobody`` (member of
+``groups`` besides its own) and sends its JSON result back (run as is when the tests do not run
+as root). Files it must reach go in ``reachable_folder()``: pytest's ``tmp_path`` is root's
+alone.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import os
 import pwd
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 
-def as_nobody(function: Callable[[], Any]) -> Any:
+def as_nobody(function: Callable[[], Any], *, groups: Sequence[int] = ()) -> Any:
     if os.geteuid() != 0:
         return json.loads(json.dumps(function()))
     nobody = pwd.getpwnam("nobody")
@@ -29,7 +30,7 @@ def as_nobody(function: Callable[[], Any]) -> Any:
         code = 1
         try:
             os.close(read)
-            os.setgroups([])
+            os.setgroups(list(groups))
             os.setgid(nobody.pw_gid)
             os.setuid(nobody.pw_uid)
             os.write(write, json.dumps(function()).encode())

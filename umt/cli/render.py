@@ -6,10 +6,14 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from umt.textsafe import printable
+
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.text import Text
 
-    from umt.engine import Run
+    from umt.engine import Run, Step
 
 STATUS_STYLES = {
     "pending": "cyan",
@@ -92,3 +96,15 @@ def error_message(error: dict[str, Any] | None) -> str | None:
     if not error:
         return None
     return str(error.get("message") or error.get("type") or error)
+
+
+def run_warnings(run: Run, steps: Sequence[Step] = ()) -> list[str]:
+    """What went wrong without failing the run (a media server or a notification service that
+    gave up): from the steps' results while it runs, from its output once it succeeded."""
+    found: list[str] = []
+    results = [step.result for step in steps]
+    for value in [*results, run.output]:
+        listed = value.get("warnings") if isinstance(value, dict) else None
+        if isinstance(listed, list):
+            found.extend(printable(item) for item in listed if printable(item) not in found)
+    return found

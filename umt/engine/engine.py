@@ -35,14 +35,17 @@ def open_database(
     pool_size: int = 4,
     sqlite_poll_interval: float = 0.2,
     connect_timeout: float = 5.0,
+    lease: timedelta | None = None,
 ) -> Database:
-    """A database from a URL: ``postgresql://…`` or ``sqlite:///path``."""
+    """A database from a URL: ``postgresql://…`` or ``sqlite:///path``. On PostgreSQL,
+    ``lease`` (the workers' lease) sets how fast a connection notices a dead peer."""
     target = parse_database_url(url)
     if target.kind == "postgresql":
-        from umt.engine.store.postgres import PostgresDatabase
+        from umt.engine.store.postgres import DEFAULT_LEASE, PostgresDatabase
 
         return PostgresDatabase(
-            url, schemas=schemas, pool_size=pool_size, connect_timeout=connect_timeout
+            url, schemas=schemas, pool_size=pool_size, connect_timeout=connect_timeout,
+            lease=lease or DEFAULT_LEASE,
         )
     from umt.engine.store.sqlite import SqliteDatabase
 

@@ -2,8 +2,9 @@
 
 Threads: the caller's thread claims; up to ``concurrency`` executor threads run claimed runs;
 one heartbeat thread extends the leases of the runs held (only while it holds some); one
-listener thread turns database notifications into wake-ups. Parked runs (sleeping, waiting,
-backing off) hold no thread, no connection and no slot.
+fence thread stops the runs whose lease it could not extend in time; one listener thread turns
+database notifications into wake-ups. Parked runs (sleeping, waiting, backing off) hold no
+thread, no connection and no slot.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from umt.engine.store.values import WORKER_TOUCH_INTERVAL, Claim, WorkerRecord
 from umt.engine.workflow import Registry
 
 log = logging.getLogger(__name__)
+
+#: Longest wait between claim attempts while the database is unreachable: short, so that a
+#: worker is back soon after a partition heals.
+MAX_CLAIM_BACKOFF = 2.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,19 @@ class WorkerOptions:
     def heartbeat_interval(self) -> float:
         return self.lease.total_seconds() / 3
 
+    @property
+    def self_fence_after(self) -> float:
+        """A run whose lease no claim or extension has confirmed for this long is treated as
+        lost: its lease can run out a sixth of a lease later at the earliest, and by then its
+        step has stopped."""
+        return self.lease.total_seconds() * 5 / 6
+
+    @property
+    def listener_check(self) -> float:
+        """How often the listener proves its connection alive: each poll, and often enough that
+        wake-ups lost to a dead connection are missed for a small part of a lease at most."""
+        return min(self.poll_interval.total_seconds(), self.lease.total_seconds() / 6)
+
 
 @dataclass
 class DrainReport:
@@ -90,6 +108,11 @@ class Worker:
         self.id = str(uuid.uuid4())
         self.identity = identity or current_process()
         self._executions: dict[str, RunExecution] = {}
+        #: Per run held: when (time.monotonic()) the claim or lease extension was sent that
+        #: the database last confirmed; the lease lasts at least ``lease`` from then.
+        self._confirmed: dict[str, float] = {}
+        #: Runs were given up because the database stopped answering: log when it answers.
+        self._out_of_touch = threading.Event()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._verify_leases = threading.Event()
@@ -130,11 +153,13 @@ class Worker:
 
     def _serve(self, stop: threading.Event, *, until_idle: bool) -> None:
         self._call_until_reachable(self._register, stop)
-        listener = self.store.database.listener()
+        listener = self.store.database.listener(self.options.listener_check)
         listener.start(self._on_notification)
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="umt-heartbeat",
                                      daemon=True)
         heartbeat.start()
+        fence = threading.Thread(target=self._fence_loop, name="umt-fence", daemon=True)
+        fence.start()
         stop_waiter = threading.Thread(target=self._forward_stop, args=(stop,),
                                        name="umt-stop-waiter", daemon=True)
         stop_waiter.start()
@@ -145,6 +170,7 @@ class Worker:
             self._stop_heartbeat.set()
             self._verify_leases.set()  # the heartbeat sleeps on this event; wake it to exit
             heartbeat.join(timeout=5)
+            fence.join(timeout=5)
             listener.stop()
             try:
                 self.store.stop_worker(self.id)
@@ -166,9 +192,10 @@ class Worker:
                 claimed = self._claim_free_slots()
                 backoff = 0.5
             except StoreUnavailable as exc:
+                self._out_of_touch.set()
                 log.warning("database unavailable (%s); retrying in %.1fs", exc, backoff)
                 stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                backoff = min(backoff * 2, MAX_CLAIM_BACKOFF)
                 continue
             if until_idle and not claimed and in_flight_before == 0:
                 return
@@ -194,14 +221,18 @@ class Worker:
         free = self.options.concurrency - self.in_flight
         if free <= 0:
             return 0
+        asked_at = time.monotonic()
         claims = self.store.claim(
             self.id, self.registry.keys(), limit=free, lease=self.options.lease
         )
+        if self._out_of_touch.is_set():
+            self._out_of_touch.clear()
+            log.warning("database reachable again; claiming")
         for claim in claims:
-            self._start(claim)
+            self._start(claim, asked_at)
         return len(claims)
 
-    def _start(self, claim: Claim) -> None:
+    def _start(self, claim: Claim, asked_at: float) -> None:
         definition = self.registry.get(claim.run.workflow, claim.run.version)
         if definition is None:  # only registered keys are claimed
             raise UnknownWorkflow(claim.run.workflow, claim.run.version)
@@ -219,6 +250,7 @@ class Worker:
         with self._lock:
             stale = self._executions.get(claim.run.id)
             self._executions[claim.run.id] = execution
+            self._confirmed[claim.run.id] = asked_at
         if stale is not None:
             # This worker's own lease on the run ran out while it executed it (the process was
             # frozen, or starved) and it claimed the run again: the older execution is stale.
@@ -240,6 +272,7 @@ class Worker:
             with self._lock:
                 if self._executions.get(run_id) is execution:
                     del self._executions[run_id]
+                    del self._confirmed[run_id]
                 self._report.executed += 1
                 self._report.outcomes[outcome.value] = (
                     self._report.outcomes.get(outcome.value, 0) + 1
@@ -304,9 +337,14 @@ class Worker:
         held = self._held()
         if not held:
             return
+        asked_at = time.monotonic()
         kept = self.store.extend_leases(
             self.id, {run_id: e.fence.epoch for run_id, e in held.items()}, self.options.lease
         )
+        with self._lock:
+            for run_id in kept:
+                if self._executions.get(run_id) is held.get(run_id):
+                    self._confirmed[run_id] = max(self._confirmed[run_id], asked_at)
         lost = [run_id for run_id in held if run_id not in kept]
         if lost:
             self._interrupt_lost({run_id: held[run_id] for run_id in lost})
@@ -335,6 +373,39 @@ class Worker:
             reason = Interrupts.CANCELED if canceled else Interrupts.LEASE_LOST
             log.info("run %s: %s", run_id, "canceled" if canceled else "lease lost")
             execution.interrupts.set(reason)
+
+    def _fence_loop(self) -> None:
+        """Self-fencing. The heartbeat may be stuck on a connection whose path is cut, so this
+        thread of its own stops the steps of runs whose lease may be about to run out (see
+        ``WorkerOptions.self_fence_after``) before another worker can take them over: a copy
+        stops and removes its partial file, as when a run is canceled. Measured from when
+        the last confirmed claim or extension was sent, on this host's monotonic clock: the
+        lease the database granted lasts at least that long, whatever the clocks say."""
+        limit = self.options.self_fence_after
+        while not self._stop_heartbeat.wait(self.options.heartbeat_interval / 8):
+            now = time.monotonic()
+            with self._lock:
+                overdue = {
+                    run_id: now - self._confirmed[run_id]
+                    for run_id, execution in self._executions.items()
+                    if now - self._confirmed[run_id] >= limit
+                    and execution.interrupts.reason != Interrupts.LEASE_LOST
+                }
+                executions = {run_id: self._executions[run_id] for run_id in overdue}
+            if not overdue:
+                continue
+            self._out_of_touch.set()
+            log.warning("no lease extension confirmed within %.1fs (database unreachable?):"
+                        " giving up %d run(s); claiming again when the database answers",
+                        limit, len(overdue))
+            for run_id, silent in overdue.items():
+                log.warning("run %s: lease presumed lost (last confirmed %.1fs ago);"
+                            " stopping its step", run_id, silent)
+                executions[run_id].interrupts.set(Interrupts.LEASE_LOST)
+            # The heartbeat, a progress report, a step's commit may be waiting on the cut path.
+            aborted = self.store.database.abort_stuck(self.options.heartbeat_interval)
+            if aborted:
+                log.warning("gave up %d database statement(s) left unanswered", aborted)
 
     # ------------------------------------------------------------------ same-host takeover
 

@@ -1,5 +1,6 @@
-"""The acquire workflow: submit-download → wait-download → copy-file → register → retention →
-cleanup, with compensation after a cancel or a final failure."""
+"""The acquire workflow: submit-download → wait-download → copy-file → register →
+notify-library → notify-imported → retention → cleanup, with compensation (and a message to
+the user) after a cancel or a final failure."""
 
 from __future__ import annotations
 
@@ -8,14 +9,25 @@ from datetime import timedelta
 from typing import Any
 
 from umt.engine import RetryPolicy, RunStatus, StepContext, Workflow, WorkflowContext
-from umt.media import downloads, library
+from umt.media import announce, downloads, library
 from umt.media.request import AcquireRequest
-from umt.media.results import Cleaned, Confirmation, Imported, Progress, Submitted
+from umt.media.results import (
+    Cleaned,
+    Confirmation,
+    Imported,
+    ImportedFile,
+    Progress,
+    Submitted,
+)
 from umt.media.services import AcquireServices
 from umt.records import catalog, ledger
 
 WORKFLOW_NAME = "acquire"
-WORKFLOW_VERSION = "1"
+WORKFLOW_VERSION = "2"
+#: Every version this code still runs. A run started by an earlier umt finishes with the steps
+#: it started with after an upgrade (version 1: without notify-library, notify-imported and
+#: notify-outcome); a worker claims only the versions it registers.
+WORKFLOW_VERSIONS = ("1", WORKFLOW_VERSION)
 
 #: qBittorrent may be restarting or briefly unreachable: keep trying for about an hour.
 QBITTORRENT_RETRY = RetryPolicy(
@@ -33,8 +45,35 @@ class DownloadTimedOut(Exception):
     pass
 
 
-def build_acquire_workflow(services: Callable[[], AcquireServices]) -> Workflow:
-    """The workflow, with ``services`` called (lazily) only by steps that need qBittorrent."""
+#: Media servers and notification services: about ten minutes, then a warning.
+ANNOUNCE_RETRY = announce.retry_policy(5, timedelta(seconds=10))
+
+
+def build_acquire_workflow(
+    services: Callable[[], AcquireServices], announce_retry: RetryPolicy = ANNOUNCE_RETRY,
+    version: str = WORKFLOW_VERSION,
+) -> Workflow:
+    """The workflow, with ``services`` called (lazily) only by steps that need qBittorrent,
+    a media server or a notification service."""
+    if version not in WORKFLOW_VERSIONS:
+        raise ValueError(f"unknown acquire workflow version {version!r}")
+    announces = version != "1"
+
+    def tell_user(
+        ctx: WorkflowContext, name: str, event: str, request: AcquireRequest,
+        files: Callable[[StepContext], list[ImportedFile]], reason: str | None = None,
+    ) -> announce.Announced:
+        def send(step: StepContext) -> announce.Announced:
+            shown = files(step)
+            title, body = announce.message(
+                event, title=request.title, run_id=step.run_id, reason=reason,
+                size=sum(item.size for item in shown) if shown else None,
+                paths=[item.path for item in shown],
+            )
+            return announce.notify_user(step, event, title, body, services().notify_targets,
+                                        announce_retry)
+
+        return ctx.step(name, send, retry=announce_retry, result_type=announce.Announced)
 
     def qbt_step(
         body: Callable[[StepContext, AcquireRequest, Any], Any], request: AcquireRequest
@@ -69,6 +108,15 @@ def build_acquire_workflow(services: Callable[[], AcquireServices]) -> Workflow:
         imported = ctx.step("copy-file", qbt_step(library.import_download, request),
                             retry=IMPORT_RETRY, result_type=Imported)
         ctx.step("register", lambda step: register(step, request, imported))
+        warnings: list[str] = []
+        if announces:
+            scanned = ctx.step("notify-library", lambda step: announce.notify_library(
+                step, [item.path for item in imported.files], services().media_servers,
+                announce_retry,
+            ), retry=announce_retry, result_type=announce.Announced)
+            told = tell_user(ctx, "notify-imported", announce.IMPORTED, request,
+                             lambda step: imported.files)
+            warnings = [*scanned.warnings, *told.warnings]
         ctx.sleep("retention", request.retention)
         cleaned = ctx.step("cleanup", qbt_step(downloads.cleanup_download, request),
                            retry=QBITTORRENT_RETRY, result_type=Cleaned)
@@ -79,6 +127,7 @@ def build_acquire_workflow(services: Callable[[], AcquireServices]) -> Workflow:
             "library_paths": [item.path for item in imported.files],
             "size": imported.total_size,
             "torrent_removed": cleaned.removed,
+            "warnings": warnings,
         }
 
     def compensate(ctx: WorkflowContext, raw_input: Any) -> None:
@@ -92,8 +141,14 @@ def build_acquire_workflow(services: Callable[[], AcquireServices]) -> Workflow:
             # that failed keeps its download (the user decides what to do with it).
             ctx.step("remove-torrent", qbt_step(downloads.remove_own_torrent, request),
                      retry=QBITTORRENT_RETRY)
+        if not announces:
+            return
+        event = announce.outcome_event(ctx.run_status, ctx.run_error)
+        # The files this run leaves in the library (a cancel after the import keeps them).
+        tell_user(ctx, "notify-outcome", event, request, library.published_imports,
+                  reason=None if event == announce.CANCELED else _error_text(ctx.run_error))
 
-    return Workflow(WORKFLOW_NAME, WORKFLOW_VERSION, acquire, compensate)
+    return Workflow(WORKFLOW_NAME, version, acquire, compensate)
 
 
 def register(step: StepContext, request: AcquireRequest, imported: Imported) -> dict[str, Any]:
@@ -121,3 +176,7 @@ def catalog_kept_imports(step: StepContext, request: AcquireRequest) -> dict[str
         return {"cataloged": False}
     register(step, request, Imported(files=files))
     return {"cataloged": True, "library_paths": [item.path for item in files]}
+
+
+def _error_text(error: dict[str, Any] | None) -> str | None:
+    return str(error.get("message") or error.get("type")) if error else None

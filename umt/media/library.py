@@ -31,13 +31,23 @@ from umt.media.importing import (
     ensure_dir_inside,
     holds_import,
     import_file,
+    readable_by_group,
     remove_stray_partial,
 )
-from umt.media.naming import TemplateError, UnsafePath, fields_for, render_destination, year_in
+from umt.media.naming import (
+    TemplateError,
+    UnsafePath,
+    companion_destination,
+    fields_for,
+    render_destination,
+    year_in,
+)
+from umt.media.packs import Choice, choose_files
 from umt.media.qbittorrent import QbtClient
+from umt.media.release_names import parse_release, release_path
 from umt.media.request import AcquireRequest
 from umt.media.results import Imported, ImportedFile
-from umt.media.selection import NoMediaFile, select_media_files
+from umt.media.selection import NoMediaFile
 from umt.records import claims, ledger
 
 log = logging.getLogger(__name__)
@@ -58,8 +68,9 @@ def import_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) 
     content = _content_inside_save_path(info.content_path, info.save_path)
     library_root = Path(request.library_dir)
     try:
-        sources = select_media_files(content, all_files=request.all_files)
-        planned = plan_destinations(request, info.name, content, sources, library_root)
+        chosen = choose_files(content, info.name, template=request.naming_template,
+                              all_files=request.all_files)
+        planned = plan_destinations(request, info.name, chosen, library_root)
     except (NoMediaFile, UnsafePath, TemplateError) as exc:
         raise PermanentError(str(exc)) from exc
     _claim(step, [destination for _, destination in planned])
@@ -70,18 +81,23 @@ def import_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) 
 
 
 def plan_destinations(
-    request: AcquireRequest, torrent_name: str | None, content: Path, sources: list[Path],
-    library_root: Path,
+    request: AcquireRequest, torrent_name: str | None, chosen: list[Choice], library_root: Path,
 ) -> list[tuple[Path, Path]]:
-    """Each source file with its library path; refuses two files that map to one path."""
+    """Each chosen file with its library path (a subtitle beside its video's); refuses two
+    files that map to one path."""
     planned: list[tuple[Path, Path]] = []
     taken: dict[Path, Path] = {}
-    for source in sources:
-        inside = source.relative_to(content) if source != content else Path(source.name)
-        destination = render_destination(
-            request.naming_template, naming_fields(request, torrent_name, source, inside),
-            library_root=library_root,
-        )
+    for choice in chosen:
+        source = choice.file.path
+        if choice.subtitle_of is not None:
+            destination = companion_destination(
+                _destination_of(planned, choice.subtitle_of), choice.language, source.suffix
+            )
+        else:
+            fields = naming_fields(request, torrent_name, source, Path(choice.file.relative),
+                                   release=choice.release)
+            destination = render_destination(request.naming_template, fields,
+                                             library_root=library_root)
         if destination in taken:
             raise PermanentError(
                 f"{taken[destination].name} and {source.name} of this torrent would both be "
@@ -92,13 +108,24 @@ def plan_destinations(
     return planned
 
 
+def _destination_of(planned: list[tuple[Path, Path]], source: Path) -> Path:
+    return next(destination for planned_source, destination in planned
+                if planned_source == source)
+
+
 def naming_fields(
-    request: AcquireRequest, torrent_name: str | None, source: Path, inside: Path | None = None
-) -> dict[str, str]:
+    request: AcquireRequest, torrent_name: str | None, source: Path, inside: Path | None = None,
+    *, release: dict[str, Any] | None = None,
+) -> dict[str, object]:
+    """The template fields of one file: the release's title unless ``--name`` gave one."""
+    inside = inside or Path(source.name)
+    if release is None:
+        release = parse_release(release_path(torrent_name, inside.as_posix()))
+    title = request.title if request.title_given else str(release.get("title") or request.title)
     return fields_for(
-        title=request.title, name=torrent_name or request.title, source=source,
-        info_hash=request.info_hash, year=year_in(request.title) or year_in(torrent_name or ""),
-        category=request.category, inside=inside,
+        title=title, name=torrent_name or request.title, source=source,
+        info_hash=request.info_hash, year=year_in(request.title) if request.title_given else None,
+        category=request.category, inside=inside, release=release,
     )
 
 
@@ -138,7 +165,7 @@ def _import_one(
             f"{destination} already exists in the library and was not imported by this run; "
             "umt never replaces a library file"
         )
-    created = ensure_dir_inside(destination.parent, library_root)
+    created = ensure_dir_inside(destination.parent, library_root, request.permissions)
     size = source.stat().st_size
     ledger.record(step, operation, ledger.INTENT, {
         "source": str(source), "size": size, "mode": request.import_mode,
@@ -156,13 +183,23 @@ def _import_one(
             source, destination, mode=request.import_mode, check=step.check,
             progress=lambda done, total: step.progress(done, total, file=destination.name),
             verify=request.verify, before_rename=before_rename,
-            owner=f"e{step.lease_epoch}",
+            owner=f"e{step.lease_epoch}", permissions=request.permissions,
         )
     except (CrossDevice, DestinationExists) as exc:
         raise PermanentError(str(exc)) from exc
+    _warn_if_group_cannot_read(request, result)
     detail = _detail(source, result)
     ledger.record(step, operation, ledger.DONE, detail)
     return ImportedFile(**detail)
+
+
+def _warn_if_group_cannot_read(request: AcquireRequest, result: ImportResult) -> None:
+    """A hardlink keeps the download's mode and group (umt leaves qBittorrent's file alone)."""
+    gid = request.group_id
+    if (result.method == "hardlink" and gid is not None
+            and not readable_by_group(result.dest.stat(), gid)):
+        log.warning("%s is a hardlink of a download that library.group (gid %d) cannot read; "
+                    "see 'umt doctor'", result.dest, gid)
 
 
 def _finished_import(

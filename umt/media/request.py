@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from umt.media.importing import ImportMode, VerifyMode
+from umt.media.importing import ImportMode, Permissions, VerifyMode
 from umt.media.sources import TorrentSource
 from umt.media.torrentnames import done_signal_name
 
@@ -38,6 +38,10 @@ class AcquireRequest(BaseModel):
     stall_timeout_seconds: float | None = None
     #: Whether ``title`` was chosen by the user (``--name``) rather than taken from the torrent.
     title_given: bool = False
+    #: ``library.file_mode``, ``.dir_mode`` and ``.group`` (as a gid); None: left as created.
+    file_mode: int | None = None
+    dir_mode: int | None = None
+    group_id: int | None = None
 
     def identity(self) -> dict[str, Any]:
         """What makes two requests one acquisition: the torrent (its info-hash, however its
@@ -62,6 +66,10 @@ class AcquireRequest(BaseModel):
         if self.stall_timeout_seconds is None:
             return None
         return timedelta(seconds=self.stall_timeout_seconds)
+
+    @property
+    def permissions(self) -> Permissions:
+        return Permissions(self.file_mode, self.dir_mode, self.group_id)
 
     @property
     def done_signal(self) -> str:

@@ -1,8 +1,7 @@
-"""Which files of a finished download to import.
+"""Which files of a finished download may be imported (``umt.media.packs`` chooses among them).
 
 ``content_path`` is what qBittorrent reports: the file of a single-file torrent, or the folder of
-a multi-file one. By default the single largest video file is chosen; with ``all_files`` every
-regular file is. Either way these are skipped:
+a multi-file one. These are never imported:
 
 - hidden files and anything under a hidden folder (qBittorrent's ``.unwanted`` folder, say);
 - partial files: ``.!qB`` (incomplete), ``.parts`` (pieces of unselected files), ``.part``;
@@ -24,7 +23,15 @@ from pathlib import Path
 
 from umt.media.importing import ImportFailure, resolve_inside
 
-__all__ = ["PARTIAL_SUFFIXES", "VIDEO_EXTENSIONS", "NoMediaFile", "select_media_files"]
+__all__ = [
+    "PARTIAL_SUFFIXES",
+    "SUBTITLE_EXTENSIONS",
+    "VIDEO_EXTENSIONS",
+    "MediaFile",
+    "NoMediaFile",
+    "media_files",
+    "without_samples",
+]
 
 VIDEO_EXTENSIONS = frozenset(
     {
@@ -32,6 +39,7 @@ VIDEO_EXTENSIONS = frozenset(
         ".mpg", ".mpeg", ".vob", ".iso", ".ogv", ".flv",
     }
 )  # fmt: skip
+SUBTITLE_EXTENSIONS = frozenset({".srt", ".ass", ".ssa", ".sub", ".idx", ".vtt", ".sup"})
 PARTIAL_SUFFIXES = (".!qb", ".parts", ".part")
 _SAMPLE = re.compile(r"(?<![a-z0-9])sample(?![a-z0-9])", re.IGNORECASE)
 
@@ -41,7 +49,10 @@ class NoMediaFile(ImportFailure):
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class MediaFile:
+    """A regular file of the download; ``relative`` is its path inside ``content_path`` (for a
+    single-file torrent, its name)."""
+
     path: Path
     relative: str
     size: int
@@ -54,27 +65,19 @@ class _Candidate:
     def looks_like_sample(self) -> bool:
         return _SAMPLE.search(self.relative) is not None
 
-
-def select_media_files(content_path: Path, *, all_files: bool) -> list[Path]:
-    """The files of ``content_path`` to import: the largest video, or all files, sorted."""
-    candidates = _candidates(content_path)
-    videos = [c for c in candidates if c.is_video]
-    biggest_video = max((c.size for c in videos), default=0)
-    wanted = [
-        c for c in candidates if not (c.is_video and c.looks_like_sample and c.size < biggest_video)
-    ]
-    if all_files:
-        if not wanted:
-            raise NoMediaFile(f"no file to import in {content_path}")
-        return [c.path for c in sorted(wanted, key=lambda c: c.relative)]
-    if not videos:
-        extensions = " ".join(sorted(VIDEO_EXTENSIONS))
-        raise NoMediaFile(f"no video file in {content_path} (looked for {extensions})")
-    best = min(videos, key=lambda c: (-c.size, c.relative))
-    return [best.path]
+    @property
+    def is_subtitle(self) -> bool:
+        return self.path.suffix.lower() in SUBTITLE_EXTENSIONS
 
 
-def _candidates(content_path: Path) -> list[_Candidate]:
+def without_samples(files: list[MediaFile]) -> list[MediaFile]:
+    """``files`` less the samples (a video named "sample" smaller than the biggest video)."""
+    biggest_video = max((f.size for f in files if f.is_video), default=0)
+    return [f for f in files if not (f.is_video and f.looks_like_sample and f.size < biggest_video)]
+
+
+def media_files(content_path: Path) -> list[MediaFile]:
+    """Every regular file of ``content_path`` that may be imported (see the module's rules)."""
     try:
         info = content_path.lstat()
     except FileNotFoundError:
@@ -82,15 +85,15 @@ def _candidates(content_path: Path) -> list[_Candidate]:
     if stat.S_ISREG(info.st_mode):
         if content_path.name.lower().endswith(PARTIAL_SUFFIXES):
             raise NoMediaFile(f"{content_path} is an incomplete download")
-        single = _Candidate(content_path, content_path.name, info.st_size)
+        single = MediaFile(content_path, content_path.name, info.st_size)
         return [] if _skipped(content_path.name) else [single]
     if not stat.S_ISDIR(info.st_mode):
         raise NoMediaFile(f"{content_path} is neither a regular file nor a folder")
     return [c for c in _walk(content_path) if _resolves_inside(c.path, content_path)]
 
 
-def _walk(root: Path) -> list[_Candidate]:
-    found: list[_Candidate] = []
+def _walk(root: Path) -> list[MediaFile]:
+    found: list[MediaFile] = []
     for folder, subfolders, files in os.walk(root, onerror=_unreadable, followlinks=False):
         subfolders[:] = [name for name in subfolders if not name.startswith(".")]
         for name in files:
@@ -101,7 +104,7 @@ def _walk(root: Path) -> list[_Candidate]:
                 continue
             if _skipped(name) or not stat.S_ISREG(info.st_mode):
                 continue
-            found.append(_Candidate(path, path.relative_to(root).as_posix(), info.st_size))
+            found.append(MediaFile(path, path.relative_to(root).as_posix(), info.st_size))
     return found
 
 

@@ -1,4 +1,5 @@
-"""What the acquire workflow's steps use on a worker: the qBittorrent client.
+"""What the acquire workflow's steps use on a worker: the qBittorrent client, the media
+servers to tell about imports and the user's notification services.
 
 Built lazily from the worker's configuration, so starting a run needs no qBittorrent.
 """
@@ -9,12 +10,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from umt.media.mediaservers import MediaServer
+from umt.media.notifier import NotifyTarget
 from umt.media.qbittorrent import QbtClient
 
 
 @dataclass(frozen=True)
 class AcquireServices:
     qbittorrent: QbtClient
+    media_servers: tuple[MediaServer, ...] = ()
+    notify_targets: tuple[NotifyTarget, ...] = ()
 
 
 class LazyServices:

@@ -34,7 +34,9 @@ class Check:
 def doctor(ctx: typer.Context, json_output: JsonOption = False) -> None:
     """Check the setup: the config file, the database (reachable, migrated), qBittorrent
     (reachable, credentials accepted), the finish hook (installed, pointing at this umt), the
-    library folder (writable) and hardlinks between the download and library folders.
+    library folder (writable), hardlinks between the download and library folders, each media
+    server (reachable, token accepted) and each notification URL (understood by Apprise; nothing
+    is sent).
 
     Prints every check with the fix for each failure; exit 1 if any check fails. Writes
     nothing except a temporary file in each folder it tests.
@@ -75,6 +77,9 @@ def run_checks(app: Application) -> list[Check]:
     checks.append(_paths_check(settings, qbt))
     checks.append(_library_check(settings))
     checks.append(_hardlink_check(settings, qbt))
+    checks.append(_group_read_check(settings, qbt))
+    checks.extend(_media_server_checks(app))
+    checks.extend(_notify_checks(settings))
     return checks
 
 
@@ -207,6 +212,35 @@ def _hardlink_check(settings: Settings, qbt: QbtClient | None) -> Check:
                  "library.import_mode = \"auto\"")
 
 
+def _group_read_check(settings: Settings, qbt: QbtClient | None) -> Check:
+    """A hardlinked import keeps the download's mode: can ``library.group`` read downloads?"""
+    library = settings.library
+    if library.group is None:
+        return Check("library group", "skip", "library.group is not set")
+    if library.import_mode == "copy":
+        return Check("library group", "ok", "copies get library.file_mode and library.group")
+    download_dir = _download_dir(settings, qbt)
+    if download_dir is None or not download_dir.is_dir():
+        return Check("library group", "skip", "qBittorrent's download folder is not visible here")
+    from umt.config import group_id
+    from umt.media.importing import unreadable_by_group
+
+    looked, unreadable = unreadable_by_group(download_dir, group_id(library.group))
+    if not unreadable:
+        return Check("library group", "ok", f"group {printable(library.group)} can read the "
+                     f"{looked} file(s) looked at in {download_dir}")
+    example = unreadable[0]
+    mode = f"{example.lstat().st_mode & 0o7777:04o}"
+    return Check(
+        "library group", "warn",
+        f"group {printable(library.group)} cannot read {len(unreadable)} of {looked} file(s) in "
+        f"{download_dir} (e.g. {printable(str(example))}, mode {mode}); hardlinked imports "
+        "share the download's mode and group",
+        "make qBittorrent create group-readable files (UMask=0002 in its service, the folder "
+        "chgrp'ed to the group with chmod 2775), or set library.import_mode = \"copy\"",
+    )
+
+
 def _download_dir(settings: Settings, qbt: QbtClient | None) -> Path | None:
     if settings.qbittorrent.download_dir:
         return Path(settings.qbittorrent.download_dir)
@@ -250,6 +284,40 @@ def _paths_check(settings: Settings, qbt: QbtClient | None) -> Check:
         f"local = \"{local}\" (or UMT_QBITTORRENT_PATH_MAP={remote}={local}), with local "
         "the folder where this machine sees qBittorrent's downloads",
     )
+
+
+def _media_server_checks(app: Application) -> list[Check]:
+    """Each media server answers a request that needs its token (the token is never shown)."""
+    from umt.media.mediaservers import MediaServerError
+
+    checks: list[Check] = []
+    for server in app.app.media_servers():
+        name = f"media server {server.name}"
+        try:
+            said = server.check()
+        except MediaServerError as exc:
+            checks.append(Check(name, "fail", str(exc),
+                                f"check url and token of [[media_servers]] {server.name!r} "
+                                "(a Jellyfin/Emby API key, or Plex's X-Plex-Token)"))
+            continue
+        checks.append(Check(name, "ok", f"{server.kind} at {server.shown_url}: {said}"))
+    return checks
+
+
+def _notify_checks(settings: Settings) -> list[Check]:
+    """Each Apprise URL parses (nothing is sent; the URLs hold tokens and are not shown)."""
+    from umt.media.notifier import syntax_problem, targets
+
+    urls = [url.get_secret_value() for url in settings.notify.urls]
+    if not urls:
+        return []
+    problems = [f"{target.label}: {problem}" for target in targets(urls)
+                if (problem := syntax_problem(target.url)) is not None]
+    if problems:
+        return [Check("notifications", "fail", "; ".join(problems),
+                      "fix notify.urls (UMT_NOTIFY_URLS); the forms are in Apprise's wiki")]
+    labels = ", ".join(target.label for target in targets(urls))
+    return [Check("notifications", "ok", f"{len(urls)} Apprise URL(s) understood: {labels}")]
 
 
 def _print(app: Application, checks: list[Check]) -> None:

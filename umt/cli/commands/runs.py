@@ -8,7 +8,7 @@ import typer
 
 from umt.cli.application import get_app
 from umt.cli.params import MAX_LIST_LIMIT, RUN_STATUSES, JsonOption, check_status
-from umt.cli.render import run_title, status_text, when
+from umt.cli.render import run_title, run_warnings, status_text, when
 from umt.cli.runs_view import inspecting_engine
 
 
@@ -37,8 +37,8 @@ def runs(
         app.print_json([
             {"run_id": run.id, "workflow": run.workflow, "version": run.version,
              "status": run.status, "title": run_title(run) or None, "detail": run.detail,
-             "compensation": run.compensation, "created_at": run.created_at,
-             "updated_at": run.updated_at}
+             "compensation": run.compensation, "warnings": run_warnings(run),
+             "created_at": run.created_at, "updated_at": run.updated_at}
             for run in found
         ])
         return
@@ -54,6 +54,11 @@ def runs(
         status_cell = status_text(run.status)
         if run.compensation:
             status_cell.append(f" (compensation {run.compensation})")
-        table.add_row(run.id, run.workflow, status_cell, run_title(run), run.detail or "",
+        warnings = run_warnings(run)
+        if warnings:
+            status_cell.append(f" ({len(warnings)} warning{'s' if len(warnings) > 1 else ''})",
+                               style="yellow")
+        detail = run.detail or ("; ".join(warnings) if warnings else "")
+        table.add_row(run.id, run.workflow, status_cell, run_title(run), detail,
                       when(run.created_at), when(run.updated_at))
     app.out.print(table)

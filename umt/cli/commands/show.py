@@ -16,6 +16,7 @@ from umt.cli.render import (
     compact_json,
     error_message,
     run_title,
+    run_warnings,
     size_text,
     span,
     status_text,
@@ -93,6 +94,7 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, Any]:
         "run_id": run.id, "workflow": run.workflow, "version": run.version,
         "status": run.status, "detail": run.detail, "compensation": run.compensation,
         "title": run_title(run) or None, "output": run.output, "error": run.error,
+        "warnings": run_warnings(run, snapshot.steps),
         "created_at": run.created_at, "finished_at": run.finished_at,
         "steps": [
             {"phase": step.phase, "position": step.position, "name": step.name,
@@ -149,6 +151,8 @@ def render(snapshot: Snapshot, *, bars: bool) -> RenderableType:
         parts.append(Text(f"error: {message}", style="red"))
     if run.output is not None:
         parts.append(Text(f"output: {compact_json(run.output, 400)}"))
+    parts.extend(Text(f"warning: {warning}", style="yellow")
+                 for warning in run_warnings(run, snapshot.steps))
     parts.append(Text(""))
     parts.append(_ledger(snapshot))
     return Group(*parts)

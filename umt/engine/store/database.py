@@ -24,6 +24,8 @@ WORK_CHANNEL = "work"
 CANCEL_CHANNEL = "cancel"
 WORKERS_CHANNEL = "workers"
 NotificationHandler = Callable[[str, str], None]
+#: How often (seconds) a listener's connection round-trips to prove the server still hears it.
+LIVENESS_CHECK = 5.0
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,14 @@ class Database(ABC):
         SQLite every commit changes the marker, and the other two are False and None)."""
 
     @abstractmethod
-    def listener(self) -> Listener: ...
+    def listener(self, check_every: float = LIVENESS_CHECK) -> Listener:
+        """A listener whose connection proves it is alive every ``check_every`` seconds."""
+
+    def abort_stuck(self, older_than: float) -> int:
+        """Makes the statements under way for ``older_than`` seconds or more fail at once, as
+        when their connection was lost; returns how many. Only a networked backend can have
+        statements stuck on a path that no longer carries anything."""
+        return 0
 
     @abstractmethod
     def close(self) -> None: ...

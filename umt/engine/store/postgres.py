@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -16,6 +21,7 @@ from psycopg_pool import ConnectionPool
 
 from umt.engine.store.database import (
     CANCEL_CHANNEL,
+    LIVENESS_CHECK,
     WORK_CHANNEL,
     WORKERS_CHANNEL,
     ChangeMarker,
@@ -27,9 +33,15 @@ from umt.engine.store.database import (
 )
 from umt.engine.store.driver_errors import postgres_errors
 from umt.engine.store.queries import QuerySet
+from umt.engine.store.tcp_liveness import liveness_parameters, not_in_url
 from umt.engine.store.urls import mask_database_url
 
 log = logging.getLogger(__name__)
+
+#: The shortest wait for the listener's round trip: a loaded host may be slow to answer.
+ROUND_TRIP_DEADLINE = 2.0
+#: The lease the TCP liveness settings are derived from when the caller names none.
+DEFAULT_LEASE = timedelta(seconds=30)
 
 
 class _PostgresCodec:
@@ -67,6 +79,7 @@ class PostgresDatabase(Database):
         pool_size: int = 4,
         connect_timeout: float = 5.0,
         application_name: str = "umt",
+        lease: timedelta = DEFAULT_LEASE,
     ) -> None:
         super().__init__(QuerySet.load("umt.engine.store", "sql/postgresql.sql"))
         if not schemas:
@@ -79,6 +92,7 @@ class PostgresDatabase(Database):
             "autocommit": True,
             "connect_timeout": max(1, round(connect_timeout)),
             "application_name": application_name,
+            **not_in_url(url, liveness_parameters(lease)),
         }
         self._pool = ConnectionPool(
             url,
@@ -86,12 +100,17 @@ class PostgresDatabase(Database):
             max_size=max(pool_size, 1),
             open=False,
             timeout=connect_timeout,
+            # The pool's own retries back off without bound; giving up soon lets the next
+            # request start afresh, so that a worker is back soon after a partition heals.
+            reconnect_timeout=max(2 * connect_timeout, 10.0),
             kwargs={**self._connect_kwargs, "row_factory": dict_row},
             configure=self._configure,
             name="umt",
         )
         self._opened = False
         self._open_lock = threading.Lock()
+        #: Connections lent out now, with when (time.monotonic()) they were lent.
+        self._lent: dict[int, tuple[psycopg.Connection[Any], float]] = {}
 
     @property
     def engine_schema(self) -> str:
@@ -118,11 +137,33 @@ class PostgresDatabase(Database):
                     self._opened = True
 
     @contextmanager
+    def _borrowed(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._pool.connection() as connection:
+            key = id(connection)
+            self._lent[key] = (connection, time.monotonic())
+            try:
+                yield connection
+            finally:
+                self._lent.pop(key, None)
+
+    def abort_stuck(self, older_than: float) -> int:
+        """Fails the statements of connections lent out for ``older_than`` seconds or more (the
+        pool replaces them): when a worker gives its runs up because its heartbeat has not
+        been answered, statements waiting on a cut path must not wait on for minutes."""
+        now = time.monotonic()
+        stuck = [connection for connection, since in self._lent.copy().values()
+                 if now - since >= older_than]
+        for connection in stuck:
+            with contextlib.suppress(psycopg.Error), _socket_of(connection) as duplicate:
+                _shut_down(duplicate)
+        return len(stuck)
+
+    @contextmanager
     def transaction(self) -> Iterator[Session]:
         self._ensure_open()
         with (
             postgres_errors(self._where),
-            self._pool.connection() as connection,
+            self._borrowed() as connection,
             connection.transaction(),
         ):
             yield Session(connection, _CODEC, self.queries, self.dialect)
@@ -130,7 +171,7 @@ class PostgresDatabase(Database):
     @contextmanager
     def autocommit(self) -> Iterator[Session]:
         self._ensure_open()
-        with postgres_errors(self._where), self._pool.connection() as connection:
+        with postgres_errors(self._where), self._borrowed() as connection:
             yield Session(connection, _CODEC, self.queries, self.dialect)
 
     @contextmanager
@@ -159,13 +200,17 @@ class PostgresDatabase(Database):
     def raw_connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A dedicated connection outside the pool (migrations take a session lock on it)."""
         with postgres_errors(self._where):
-            connection = psycopg.connect(self.url, row_factory=dict_row, **self._connect_kwargs)
+            connection = self.connect(row_factory=dict_row)
         try:
             with postgres_errors(self._where):
                 connection.execute("SET timezone TO 'UTC'")
             yield connection
         finally:
             connection.close()
+
+    def connect(self, **options: Any) -> psycopg.Connection[Any]:
+        """A connection of its own (not pooled), with the pool's settings."""
+        return psycopg.connect(self.url, **self._connect_kwargs, **options)
 
     def operation(self) -> AbstractContextManager[Session]:
         # Each round trip costs a worker and a backend CPU time and, after an idle gap, most of
@@ -179,8 +224,10 @@ class PostgresDatabase(Database):
         assert row is not None
         return ChangeMarker(str(row["marker"]), bool(row["busy"]), row["next_due"])
 
-    def listener(self) -> Listener:
-        return PostgresListener(self, [WORK_CHANNEL, CANCEL_CHANNEL, WORKERS_CHANNEL])
+    def listener(self, check_every: float = LIVENESS_CHECK) -> Listener:
+        return PostgresListener(
+            self, [WORK_CHANNEL, CANCEL_CHANNEL, WORKERS_CHANNEL], check_every=check_every
+        )
 
     def close(self) -> None:
         if self._opened:
@@ -192,14 +239,23 @@ class PostgresDatabase(Database):
 
 
 class PostgresListener(Listener):
-    """LISTEN on its own autocommit connection; reconnects after the server goes away.
+    """LISTEN on its own autocommit connection; reconnects when the connection fails.
 
-    Notifications only wake the worker: what is due is still decided by querying.
+    A LISTEN connection never writes, so it would not notice that the server side is gone (a
+    failover, a NAT or proxy timeout, a server killing idle sessions): it round-trips every
+    ``check_every`` seconds, and a round trip that fails or takes longer than half of that (2 s
+    at least) counts as a lost connection. Every (re)connection is announced to the handler as
+    ``listening``, since anything may have happened meanwhile. Notifications only wake the
+    worker: what is due is still decided by querying.
     """
 
-    def __init__(self, database: PostgresDatabase, channels: Sequence[str]) -> None:
+    def __init__(
+        self, database: PostgresDatabase, channels: Sequence[str], *,
+        check_every: float = LIVENESS_CHECK,
+    ) -> None:
         self._database = database
         self._channels = {database.channel(name): name for name in channels}
+        self._check_every = max(check_every, 0.5)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -216,21 +272,59 @@ class PostgresListener(Listener):
 
     def _loop(self, handler: NotificationHandler) -> None:
         backoff = 0.5
+        lost = False
         while not self._stop.is_set():
             try:
-                self._listen(handler)
+                self._listen(handler, reconnected=lost)
                 backoff = 0.5
             except (psycopg.Error, OSError) as exc:
-                log.warning("notification listener lost its connection (%s); retrying", exc)
+                log.warning("notification listener: connection lost (%s); reconnecting",
+                            str(exc).strip() or type(exc).__name__)
+                lost = True
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                backoff = min(backoff * 2, 5.0)
 
-    def _listen(self, handler: NotificationHandler) -> None:
-        with psycopg.connect(self._database.url, **self._database._connect_kwargs) as connection:
+    def _listen(self, handler: NotificationHandler, *, reconnected: bool) -> None:
+        with self._database.connect() as connection:
             for channel in self._channels:
                 connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            if reconnected:
+                log.warning("notification listener: reconnected, listening again")
             # Anything may have happened while we were not listening.
             handler("listening", "")
+            next_check = time.monotonic() + self._check_every
             while not self._stop.is_set():
-                for notification in connection.notifies(timeout=0.5):
+                wait = min(0.5, max(0.0, next_check - time.monotonic()))
+                for notification in connection.notifies(timeout=wait):
                     handler(self._channels.get(notification.channel, ""), notification.payload)
+                if time.monotonic() >= next_check:
+                    _round_trip(connection,
+                                deadline=max(self._check_every / 2, ROUND_TRIP_DEADLINE))
+                    next_check = time.monotonic() + self._check_every
+
+
+def _round_trip(connection: psycopg.Connection[Any], *, deadline: float) -> None:
+    """``SELECT 1``, given up after ``deadline`` seconds: a server side that is gone behind a
+    proxy never answers, and TCP cannot tell (the proxy acknowledges every byte)."""
+    with _socket_of(connection) as duplicate:
+        alarm = threading.Timer(deadline, _shut_down, args=(duplicate,))
+        alarm.daemon = True
+        alarm.start()
+        try:
+            connection.execute("SELECT 1")
+        finally:
+            alarm.cancel()
+            alarm.join()
+
+
+def _socket_of(connection: psycopg.Connection[Any]) -> socket.socket:
+    """The connection's socket, on a descriptor of our own (psycopg owns the original one,
+    whose number may be reused once psycopg closes it)."""
+    return socket.socket(fileno=os.dup(connection.fileno()))
+
+
+def _shut_down(duplicate: socket.socket) -> None:
+    # Shutting the socket down (not closing a descriptor) makes a blocked read on it return at
+    # once, and psycopg report the connection as lost.
+    with contextlib.suppress(OSError):
+        duplicate.shutdown(socket.SHUT_RDWR)

@@ -20,6 +20,7 @@ from typing import Any
 
 from umt.engine.errors import StoreCorrupt, StoreReadOnly, StoreUnavailable
 from umt.engine.store.database import (
+    LIVENESS_CHECK,
     ChangeMarker,
     Database,
     Listener,
@@ -188,7 +189,8 @@ class SqliteDatabase(Database):
     def change_marker(self, workflow_keys: Sequence[str]) -> ChangeMarker:
         return ChangeMarker(str(self.data_version()), False, None)
 
-    def listener(self) -> Listener:
+    def listener(self, check_every: float = LIVENESS_CHECK) -> Listener:
+        # Its loop reads the file's data version: every wake-up check is a round trip already.
         return DataVersionListener(self)
 
     def close(self) -> None:

@@ -54,6 +54,12 @@ from umt.media.importing.paths import (
     remove_stray_partial,
     resolve_inside,
 )
+from umt.media.importing.permissions import (
+    NO_PERMISSIONS,
+    Permissions,
+    readable_by_group,
+    unreadable_by_group,
+)
 from umt.media.importing.publish import publish_no_replace
 from umt.media.importing.words import (
     DEFAULT_CHUNK_SIZE,
@@ -68,6 +74,7 @@ from umt.media.importing.words import (
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "NO_PERMISSIONS",
     "BeforeRename",
     "CheckFn",
     "CrossDevice",
@@ -79,6 +86,7 @@ __all__ = [
     "ImportResult",
     "LibraryRootMissing",
     "NoSpace",
+    "Permissions",
     "ProgressFn",
     "SourceChanged",
     "UnsafePath",
@@ -89,7 +97,9 @@ __all__ = [
     "partial_path",
     "probe_hardlink",
     "publish_no_replace",
+    "readable_by_group",
     "remove_empty_dirs",
     "remove_stray_partial",
     "resolve_inside",
+    "unreadable_by_group",
 ]

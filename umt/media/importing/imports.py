@@ -23,6 +23,7 @@ from umt.media.importing.links import (
     try_hardlink,
 )
 from umt.media.importing.paths import remove_stray_partial
+from umt.media.importing.permissions import NO_PERMISSIONS, Permissions
 from umt.media.importing.publish import Publisher, exists_message, nothing_to_do
 from umt.media.importing.words import (
     DEFAULT_CHUNK_SIZE,
@@ -47,12 +48,16 @@ def import_file(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     before_rename: BeforeRename | None = None,
     owner: str = "",
+    permissions: Permissions = NO_PERMISSIONS,
 ) -> ImportResult:
     """Import ``src`` as ``dest``, whose folder must exist (see :func:`ensure_dir_inside`).
 
     ``before_rename(result)`` runs once the temporary file is complete and synced, right before
     it is renamed into place: a fenced ledger write there means a worker that lost its run never
     publishes the file. If it raises, the temporary file is removed and nothing is published.
+
+    A written file (copy, reflink) gets ``permissions`` before it is published; a hardlink keeps
+    the download's mode and group.
 
     A file already at ``dest`` is refused with :class:`DestinationExists` (unless it is ``src``
     itself, hardlinked by an earlier attempt: then that import is returned), also when it appears
@@ -62,7 +67,7 @@ def import_file(
     within one chunk; ``progress`` at most every 0.5 s and once at the end.
     """
     _validate_arguments(mode, verify, chunk_size)
-    publish = Publisher(dest, owner, before_rename or nothing_to_do, progress)
+    publish = Publisher(dest, owner, before_rename or nothing_to_do, progress, permissions)
     with translated_os_errors(dest.parent, src):
         check()
         size = _source_size(src)

@@ -14,6 +14,7 @@ from umt.media.importing.failures import (
     UnsafePath,
     translated_os_errors,
 )
+from umt.media.importing.permissions import NO_PERMISSIONS, Permissions
 
 PARTIAL_SUFFIX = ".umt-partial"
 _NAME_MAX = 255
@@ -80,8 +81,11 @@ def resolve_inside(path: Path, root: Path) -> Path:
     return real
 
 
-def ensure_dir_inside(path: Path, library_root: Path) -> list[Path]:
-    """Create the folder ``path`` inside ``library_root``; return the folders created, top first.
+def ensure_dir_inside(
+    path: Path, library_root: Path, permissions: Permissions = NO_PERMISSIONS
+) -> list[Path]:
+    """Create the folder ``path`` inside ``library_root``; return the folders created, top first,
+    each given ``permissions`` as it is made.
 
     The library root itself must already exist: a missing root usually means an unmounted disk,
     and creating it would fill the filesystem underneath the mount point.
@@ -99,6 +103,7 @@ def ensure_dir_inside(path: Path, library_root: Path) -> list[Path]:
             if make_dir(current):
                 created.append(current)
                 resolve_inside(current, root)
+                permissions.apply_to_dir(current)
                 fsync_dir(current.parent)
             elif not current.is_dir():
                 raise ImportFailure(f"{current} exists and is not a folder")

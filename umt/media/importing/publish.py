@@ -10,6 +10,7 @@ from pathlib import Path
 
 from umt.media.importing.failures import LINK_UNAVAILABLE, DestinationExists, ImportFailure
 from umt.media.importing.paths import fsync_dir, partial_path, remove_if_present
+from umt.media.importing.permissions import NO_PERMISSIONS, Permissions
 from umt.media.importing.words import BeforeRename, ImportMethod, ImportResult, ProgressFn
 
 
@@ -17,15 +18,19 @@ class Publisher:
     """Renames the complete temporary file into place, after the caller's ``before_rename``."""
 
     def __init__(
-        self, dest: Path, owner: str, before_rename: BeforeRename, progress: ProgressFn
+        self, dest: Path, owner: str, before_rename: BeforeRename, progress: ProgressFn,
+        permissions: Permissions = NO_PERMISSIONS,
     ) -> None:
         self.dest = dest
         self.partial = partial_path(dest, owner)
         self.progress = progress
         self._before_rename = before_rename
+        self._permissions = permissions
 
     def __call__(self, size: int, sha256: str | None, method: ImportMethod) -> ImportResult:
         try:
+            if method != "hardlink":  # a hardlink's inode is the download's: left alone
+                self._permissions.apply_to_file(self.partial)
             written = self.partial.stat()
             result = ImportResult(self.dest, size, sha256, method, written.st_dev,
                                   written.st_ino, written.st_mtime_ns)
