@@ -426,7 +426,7 @@ def reprint(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("import-path", "startup", "parse", "web"):  # bench/<name>.py
+    if argv and argv[0] in ("import-path", "startup", "parse", "web", "workers"):  # bench/<name>
         from importlib import import_module
 
         return int(import_module(f"bench.{argv[0].replace('-', '_')}").main(argv[1:]))

@@ -1,6 +1,6 @@
 """``bench/run startup``: whole-process start-up of the ``umt`` command line (issue 7).
 
-    bench/run startup [--runs 20] [--warmup 3] [--no-hyperfine] [--profile]
+    bench/run startup [--runs 20] [--warmup 3] [--no-hyperfine] [--profile] [--baseline PATH]
 
 Times, as whole processes started from this one (``fork``/``exec`` to exit, stdout piped):
 
@@ -11,13 +11,19 @@ Times, as whole processes started from this one (``fork``/``exec`` to exit, stdo
 * the same with **one idempotent magnet** (every timed run finds the run that the warm-up
   created and returns it, ``"created": false``);
 * ``umt hook download-done HASH`` for a torrent no run tracks (another tool's, as qBittorrent's
-  finish hook runs for every torrent): it must stay one cheap, silent exit 0.
+  finish hook runs for every torrent): it must stay one cheap, silent exit 0; and the same with
+  a chained finish program (``-- true``: umt's hook installed over another program).
 
 ``umt`` is the venv's console script, on a throwaway config in a temporary folder (an embedded
 SQLite database created and migrated before timing, the library folder beside it), with
 ``HOME``/``XDG_*`` pointed there and ``UMT_*`` variables removed, so no user config is read. The
 commands run interleaved: ``--warmup`` rounds untimed, then ``--runs`` rounds, each round starting
-every command once in a rotated order. Reported: median, p10, p90 and the median minus the floor.
+every command once in a rotated order. Reported: median, p10, p90, the median minus the floor and
+the median CPU time (user + system) of the process, which a machine shared with other work
+inflates much less than the wall time.
+``--baseline PATH`` adds each umt command a second time with ``PYTHONPATH=PATH`` (a checkout or
+``git archive`` snapshot of another umt, e.g. ``main``), interleaved in the same rounds, so a
+change is compared with its baseline under the same load.
 With ``hyperfine`` installed (``apt-get install hyperfine``) the static commands are measured
 by it too, as a cross-check (``--shell=none``, same warm-up and run counts).
 
@@ -33,6 +39,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -51,8 +58,11 @@ VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = VENV_BIN / "python"
 UMT = VENV_BIN / "umt"
 HELP_TARGET = 0.3
+#: Targets of issue 15 (seconds, median wall time).
+TARGETS = {"help": HELP_TARGET, "start-new": 0.3, "hook-foreign": 0.15}
 IDEMPOTENT_HASH = "b" * 40
 FOREIGN_HASH = "f" * 40
+TRUE = shutil.which("true") or "/bin/true"
 
 
 def log(message: str) -> None:
@@ -69,14 +79,16 @@ class Command:
     static: bool = True
     #: The command must print nothing at all (the hook for another tool's torrent).
     silent: bool = False
+    #: Variables added to the environment (``PYTHONPATH`` of a baseline umt).
+    env: dict[str, str] | None = None
 
     def argv(self, run_no: int) -> list[str]:
         return [part.replace("{hash}", f"{run_no:040x}") for part in self.argv_template]
 
 
-def commands(config: Path) -> list[Command]:
+def commands(config: Path, baseline: Path | None = None) -> list[Command]:
     umt = [str(UMT), "--config", str(config)]
-    return [
+    cmds = [
         Command("floor", "python -c pass (floor)", [str(PYTHON), "-c", "pass"]),
         Command("help", "umt --help", [str(UMT), "--help"]),
         Command("start-new", "umt --json start-acquire MAGNET (new magnet each run)",
@@ -87,7 +99,19 @@ def commands(config: Path) -> list[Command]:
                  f"magnet:?xt=urn:btih:{IDEMPOTENT_HASH}&dn=Bench"], created=False),
         Command("hook-foreign", "umt hook download-done HASH (a torrent umt does not track)",
                 [*umt, "hook", "download-done", FOREIGN_HASH], silent=True),
+        Command("hook-chained", "umt hook download-done HASH -- true (a chained finish program)",
+                [*umt, "hook", "download-done", FOREIGN_HASH, "--", TRUE], silent=True),
     ]
+    if baseline is not None:
+        # The venv's console script names this tree's entry point; the baseline's may differ.
+        entry = "umt.cli.entry" if (baseline / "umt/cli/entry.py").exists() else "umt.cli.main"
+        script = [str(PYTHON), "-c", f"import sys; from {entry} import main; sys.exit(main())"]
+        cmds += [
+            Command(f"{c.key}@baseline", f"{c.label} [baseline]",
+                    [*script, *c.argv_template[1:]], c.created, c.static, c.silent,
+                    {"PYTHONPATH": str(baseline)})
+            for c in cmds if c.key != "floor"]
+    return cmds
 
 
 @contextmanager
@@ -109,11 +133,22 @@ def throwaway_home() -> Iterator[tuple[Path, dict[str, str]]]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def run_once(command: Command, run_no: int, env: dict[str, str], cwd: Path) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(command: Command, run_no: int, env: dict[str, str],
+             cwd: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one run (children are waited for one at a time, so the
+    children's rusage delta is this process's)."""
     argv = command.argv(run_no)
+    cpu_before = _children_cpu()
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(argv, env={**env, **(command.env or {})}, cwd=cwd,
+                          capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    cpu = _children_cpu() - cpu_before
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
     if command.silent and (done.stdout or done.stderr):
@@ -122,7 +157,7 @@ def run_once(command: Command, run_no: int, env: dict[str, str], cwd: Path) -> f
         created = json.loads(done.stdout)["created"]
         if created != command.created:
             raise RuntimeError(f"{command.label}: created={created}, expected {command.created}")
-    return seconds
+    return seconds, cpu
 
 
 def stats(values: list[float]) -> dict[str, float]:
@@ -212,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-hyperfine", action="store_true")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--baseline", type=Path, metavar="PATH",
+                        help="also time the umt importable from PATH (PYTHONPATH), interleaved")
     args = parser.parse_args(argv)
     out = RESULTS / f"startup-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
@@ -219,32 +256,36 @@ def main(argv: list[str] | None = None) -> int:
     log(f"results in {out}; {load_start}")
     with throwaway_home() as (config, env):
         cwd = config.parent
-        cmds = commands(config)
+        cmds = commands(config, args.baseline)
         # Create and migrate the database, and the idempotent magnet's run, before any timing.
         subprocess.run(cmds[3].argv(0), env=env, cwd=cwd, check=True, capture_output=True)
         times: dict[str, list[float]] = {c.key: [] for c in cmds}
+        cpu: dict[str, list[float]] = {c.key: [] for c in cmds}
         run_no = 1
         for round_no in range(args.warmup + args.runs):
             shift = round_no % len(cmds)
             for command in cmds[shift:] + cmds[:shift]:
-                seconds = run_once(command, run_no, env, cwd)
+                seconds, cpu_seconds = run_once(command, run_no, env, cwd)
                 run_no += 1
                 if round_no >= args.warmup:
                     times[command.key].append(seconds)
+                    cpu[command.key].append(cpu_seconds)
         results: dict[str, Any] = {
             "started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "uptime_start": load_start,
             "python": sys.version.split()[0], "runs": args.runs, "warmup": args.warmup,
             "times": times, "stats": {k: stats(v) for k, v in times.items()},
+            "baseline": str(args.baseline) if args.baseline else None,
+            "cpu": cpu, "cpu_median": {k: median(v) for k, v in cpu.items()},
         }
         if shutil.which("hyperfine") and not args.no_hyperfine:
             log("hyperfine cross-check")
-            results["hyperfine"] = hyperfine([c for c in cmds if c.static], env, cwd,
-                                             args.runs, args.warmup, out)
+            own = [c for c in cmds if c.static and c.env is None]
+            results["hyperfine"] = hyperfine(own, env, cwd, args.runs, args.warmup, out)
         if args.profile:
             log("profile: -X importtime and import/command split")
             results["profile"] = {
                 c.key: {**import_profile(c, env, cwd), **split_profile(c, env, cwd)}
-                for c in cmds if c.key != "floor"}
+                for c in cmds if c.key != "floor" and c.env is None}
         results["uptime_end"] = _uptime()
     (out / "results.json").write_text(json.dumps(results, indent=1))
     text = table(results, cmds)
@@ -262,18 +303,21 @@ def table(results: dict[str, Any], cmds: list[Command]) -> str:
     lines = [
         f"{results['runs']} runs after {results['warmup']} warm-up rounds, interleaved; ms.",
         "",
-        "| command | median | p10 | p90 | median - floor | hyperfine median | target |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| command | median | p10 | p90 | median - floor | CPU median | hyperfine median "
+        "| target |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
+    cpu = results.get("cpu_median", {})
     for command in cmds:
         s = st[command.key]
         target = ""
-        if command.key == "help":
-            met = s["median"] <= HELP_TARGET
-            target = f"≤ {HELP_TARGET * 1000:.0f}: **{'met' if met else 'not met'}**"
+        if command.key in TARGETS:
+            met = s["median"] <= TARGETS[command.key]
+            target = f"≤ {TARGETS[command.key] * 1000:.0f}: **{'met' if met else 'not met'}**"
         lines.append(
             f"| {command.label} | {fmt_ms(s['median'])} | {fmt_ms(s['p10'])} | "
             f"{fmt_ms(s['p90'])} | {'' if command.key == 'floor' else fmt_ms(s['median'] - floor)}"
+            f" | {fmt_ms(cpu[command.key]) if command.key in cpu else ''}"
             f" | {fmt_ms(hf[command.key]) if command.key in hf else ''} | {target} |")
     profile = results.get("profile")
     if profile:

@@ -3,8 +3,9 @@
     python -m bench.umt_worker          (with the repository root on PYTHONPATH)
 
 Reads ``BENCH_DB_URL`` and ``BENCH_CONCURRENCY`` (default 10), prints ``READY`` once it is
-registered and listening for notifications, works until SIGTERM (or SIGINT), then stops the way
-a umt worker stops (drain, record the stop) and exits 0. The harness starts it with ``exec`` and
+registered and listening for notifications (on SQLite, which has no listener, at once), works
+until SIGTERM (or SIGINT), then stops the way a umt worker stops (drain, record the stop) and
+exits 0. The harness starts it with ``exec`` and
 measures the CPU of this very process.
 
 Optional: ``UMT_BENCH_POOL_SIZE`` (connections; default concurrency + 2),
@@ -59,6 +60,8 @@ def main() -> int:
     engine = Engine(open_database(url, pool_size=pool_size))
     engine.require_schema()  # the driver migrates, once
     worker = BenchWorker(engine.store, Registry(WORKFLOWS.values()), options, clock=engine.clock)
+    if engine.database.dialect != "postgresql":
+        worker.listening.set()  # SQLite has no listener: its workers poll the file's version
 
     stop = threading.Event()
 

@@ -20,7 +20,6 @@ from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
 
-import platformdirs
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -32,7 +31,6 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from umt.engine import (
     DatabaseTarget,
@@ -45,7 +43,7 @@ from umt.engine import (
 from umt.engine import parse_database_url as _parse_database_url
 from umt.media.importing import ImportMode, VerifyMode
 from umt.media.naming import DEFAULT_TEMPLATE, TemplateError, validate_template
-from umt.textsafe import redact_url
+from umt.textsafe import is_utf8, redact_url
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -246,10 +244,14 @@ def _media_server_url(value: str) -> str:
 
 
 def default_data_dir() -> Path:
+    import platformdirs  # here: a config that names its files does not need it
+
     return Path(platformdirs.user_data_dir(APP_NAME))
 
 
 def default_config_path() -> Path:
+    import platformdirs
+
     return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
 
 
@@ -561,10 +563,17 @@ def _distinct_servers(servers: list[MediaServerSettings]) -> list[MediaServerSet
 # --------------------------------------------------------------------------- settings
 
 
-class Settings(BaseSettings):
-    """All of umt's settings. Build with :func:`load_settings`; ``Settings()`` is the defaults."""
+class Settings(BaseModel):
+    """All of umt's settings. Build with :func:`load_settings`; ``Settings()`` is the defaults.
 
-    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+    A plain model, not pydantic-settings' ``BaseSettings``: :func:`load_settings` reads the file
+    and the environment itself (the stable variable names, UMT_IMPORT_MODE ->
+    library.import_mode, follow no nested-delimiter scheme, the environment must be injectable,
+    and errors must say which file or variable was wrong), so that package would only add its
+    import (asyncio, its CLI and cloud sources: a third of the finish hook's start-up).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     qbittorrent: QbittorrentSettings = Field(default_factory=QbittorrentSettings)
@@ -578,20 +587,6 @@ class Settings(BaseSettings):
 
     _config_file: Path | None = PrivateAttr(default=None)
     _secrets_in_file: tuple[str, ...] = PrivateAttr(default=())
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # load_settings() reads the file and the environment itself: the stable variable names
-        # (UMT_IMPORT_MODE -> library.import_mode) do not follow a nested-delimiter scheme, the
-        # environment must be injectable, and errors must say which file or variable was wrong.
-        return (init_settings,)
 
     @property
     def config_file(self) -> Path | None:
@@ -752,20 +747,11 @@ def _env_values(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     for dotted, name in ENV_VARS.items():
         value = environ.get(name)
         if value:
-            if not _is_utf8(value):
+            if not is_utf8(value):
                 raise ConfigError(f"environment variable {name} is not valid UTF-8")
             section, key = dotted.split(".")
             values.setdefault(section, {})[key] = value
     return values
-
-
-def _is_utf8(text: str) -> bool:
-    """False for text the OS decoded with surrogate escapes (bytes that are not UTF-8)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _merge(

@@ -46,6 +46,15 @@ def _is_control(ch: str) -> bool:
     return unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
 
 
+def is_utf8(text: str) -> bool:
+    """False for text the OS decoded with surrogate escapes (bytes that are not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def redact_url(url: str) -> str:
     """``url`` with its password (userinfo) and every query value masked, to be shown."""
     from urllib.parse import urlsplit, urlunsplit

@@ -72,6 +72,34 @@ class Cli:
                               capture_output=True, text=True, timeout=timeout, check=False)
 
 
+_PROBE = """
+import json, sys
+sys.argv = ["umt", *sys.argv[1:]]
+from umt.cli.entry import main
+try:
+    main()
+except SystemExit as exit:
+    code = exit.code
+loaded = sorted({name for name in sys.modules for prefix in PREFIXES
+                 if name == prefix or name.startswith(prefix + ".")})
+sys.stderr.write(json.dumps({"code": code, "loaded": loaded}) + "\\n")
+"""
+
+
+def loaded_modules(args: list[str], prefixes: tuple[str, ...],
+                   env: dict[str, str] | None = None) -> tuple[int, list[str], str]:
+    """Runs the console script's ``main`` with ``args`` in a fresh interpreter: its exit code,
+    the modules named by (or inside) ``prefixes`` it loaded, and what else it printed."""
+    done = subprocess.run([sys.executable, "-c", f"PREFIXES = {prefixes!r}\n{_PROBE}", *args],
+                          capture_output=True, text=True, timeout=60, check=False, env=env)
+    *before, last = done.stderr.strip().splitlines() or [""]
+    try:
+        report = json.loads(last)
+    except json.JSONDecodeError:
+        raise AssertionError(f"the probe did not report: {done.stderr}") from None
+    return report["code"], report["loaded"], "\n".join(before) + done.stdout
+
+
 def isolated_env(tmp_path: Path) -> dict[str, str | None]:
     """No inherited UMT_* variable, XDG folders inside tmp_path, a closed qBittorrent port."""
     config = tmp_path / "config.toml"

@@ -9,7 +9,7 @@ import sys
 import pytest
 import typer
 
-from tests.cli.conftest import Cli, magnet
+from tests.cli.conftest import Cli, loaded_modules, magnet
 from umt.cli.main import app
 
 # (pydantic is not listed: typer itself imports it to convert parameters)
@@ -56,28 +56,11 @@ def test_root_help_documents_the_exit_codes(cli: Cli) -> None:
     assert "2 invalid input or usage" in text
 
 
-_PROBE = """
-import json, sys
-sys.argv = ["umt", *sys.argv[1:]]
-from umt.cli.main import main
-try:
-    main()
-except SystemExit as exit:
-    code = exit.code
-heavy = sorted({name for name in sys.modules for prefix in HEAVY
-                if name == prefix or name.startswith(prefix + ".")})
-sys.stderr.write(json.dumps({"code": code, "heavy": heavy}) + "\\n")
-"""
-
-
 @pytest.mark.parametrize("args", [["--help"], ["start-acquire", "--help"], ["db", "--help"],
                                   ["--version"]])
 def test_help_loads_no_heavy_module(args: list[str]) -> None:
-    probe = f"HEAVY = {HEAVY!r}\n{_PROBE}"
-    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
-                          timeout=60, check=False)
-    report = json.loads(done.stderr.strip().splitlines()[-1])
-    assert report == {"code": 0, "heavy": []}, done.stderr
+    code, heavy, output = loaded_modules(args, HEAVY)
+    assert (code, heavy) == (0, []), output
 
 
 def test_importtime_of_help_names_no_heavy_module() -> None:
@@ -97,10 +80,7 @@ def test_start_acquire_of_a_magnet_on_sqlite_loads_no_postgresql_or_qbittorrent_
     # A magnet needs neither: the run is written to the embedded database and a worker talks to
     # qBittorrent later. Importing them cost this command a third of its start-up.
     not_needed = ("psycopg", "psycopg_pool", "qbittorrentapi", "requests")
-    probe = f"HEAVY = {not_needed!r}\n{_PROBE}"
-    done = subprocess.run([sys.executable, "-c", probe, "--json", "start-acquire", magnet()],
-                          capture_output=True, text=True, timeout=60, check=False,
-                          env=cli.subprocess_env())
-    report = json.loads(done.stderr.strip().splitlines()[-1])
-    assert report == {"code": 0, "heavy": []}, done.stderr
-    assert json.loads(done.stdout)["created"] is True
+    code, heavy, output = loaded_modules(["--json", "start-acquire", magnet()], not_needed,
+                                         cli.subprocess_env())
+    assert (code, heavy) == (0, []), output
+    assert json.loads(output)["created"] is True

@@ -1,7 +1,8 @@
 """The one object every command gets: settings, consoles, JSON mode and (lazily) the App.
 
 Nothing heavy is imported here at module level: ``umt --help`` must not load the engine,
-psycopg, qbittorrent-api or torf.
+psycopg, qbittorrent-api or torf, and the finish hook (``umt.cli.entry``) loads neither typer
+nor rich for a torrent umt does not track.
 """
 
 from __future__ import annotations
@@ -9,53 +10,25 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
-from rich.console import Console
-from rich.segment import Segment
-
 from umt.cli.errors import EXIT_FAILED, EXIT_USAGE, CliError, add_secret
-from umt.textsafe import printable
 
 if TYPE_CHECKING:
+    import typer
+    from rich.console import Console
+
     from umt.app import App
     from umt.config import Settings
     from umt.engine import Engine
-
-
-class SafeConsole(Console):
-    """A console that shows every control character in the text it prints as an escape.
-
-    Titles, file names and signal data come from strangers; an ESC sequence in a torrent's name
-    must not move the cursor or rewrite the terminal. Rich's own control segments (the live
-    display of ``show --follow``) pass untouched: only the text is escaped, here, in the one
-    place every table, line and panel goes through.
-    """
-
-    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        return super()._render_buffer(
-            segment if segment.control else
-            Segment(printable(segment.text, keep_newlines=True), segment.style)
-            for segment in buffer
-        )
-
-
-def _console(*, stderr: bool) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    # Piped output is not cut at 80 columns: run ids and paths must stay whole for grep.
-    width = None if stream.isatty() or os.environ.get("COLUMNS") else 200
-    return SafeConsole(stderr=stderr, markup=False, highlight=False, width=width)
 
 
 class Application:
     def __init__(self, config_path: Path | None = None, *, json_output: bool = False) -> None:
         self.config_path = config_path
         self.json = json_output
-        self.out = _console(stderr=False)
-        self.err = _console(stderr=True)
         self._settings: Settings | None = None
         self._app: App | None = None
         #: Doctor reports warnings itself instead of printing them on load.
@@ -106,6 +79,18 @@ class Application:
             self._app = None
 
     # ------------------------------------------------------------------ output
+
+    @cached_property
+    def out(self) -> Console:
+        from umt.cli.console import console
+
+        return console(stderr=False)
+
+    @cached_property
+    def err(self) -> Console:
+        from umt.cli.console import console
+
+        return console(stderr=True)
 
     def print_json(self, value: Any) -> None:
         sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))

@@ -19,8 +19,6 @@ import traceback
 from collections.abc import Iterable
 from typing import IO
 
-import typer
-
 from umt.textsafe import printable
 
 EXIT_OK = 0
@@ -76,14 +74,16 @@ def _usage_message(exc: BaseException) -> str:
 
 def classify(exc: BaseException) -> tuple[int, str | None]:
     """The exit code for ``exc`` and the one-line message to show (None: show nothing)."""
-    if isinstance(exc, typer.Exit):
-        return exc.exit_code, None
+    # typer's exceptions exist only once typer is imported (the finish hook runs without it)
+    typer = sys.modules.get("typer")
+    if typer is not None and isinstance(exc, typer.Exit):
+        return int(exc.exit_code), None
     if isinstance(exc, SystemExit):
         status = exc.code
         return (status if isinstance(status, int) else EXIT_FAILED if status else EXIT_OK), None
     if isinstance(exc, CliError):
         return exc.code, exc.message
-    if isinstance(exc, KeyboardInterrupt | typer.Abort):
+    if isinstance(exc, KeyboardInterrupt) or (typer is not None and isinstance(exc, typer.Abort)):
         return EXIT_INTERRUPTED, "interrupted"
     if _is_click_error(exc):
         code: int = exc.exit_code  # type: ignore[attr-defined]

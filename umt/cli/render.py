@@ -6,12 +6,12 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
-
 from umt.textsafe import printable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from rich.text import Text
 
     from umt.engine import Run, Step
 
@@ -32,6 +32,8 @@ STATUS_STYLES = {
 
 
 def status_text(status: str | None) -> Text:
+    from rich.text import Text  # here: a command printing JSON never loads rich
+
     if status is None:
         return Text("-")
     return Text(status, style=STATUS_STYLES.get(status, ""))

@@ -6,9 +6,6 @@ import datetime
 import math
 import re
 
-import isodate
-from pytimeparse.timeparse import timeparse
-
 __all__ = ["MAX_DURATION", "InvalidDuration", "format_duration", "parse_duration"]
 
 _PLAIN_SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+")
@@ -63,6 +60,8 @@ def _parse_iso(original: str, text: str) -> datetime.timedelta:
         raise InvalidDuration(
             f"invalid duration {original!r}: ISO 8601 'T' must be followed by a time"
         )
+    import isodate  # here, not at import: most commands parse no duration
+
     try:
         parsed = isodate.parse_duration(text)
     except (isodate.ISO8601Error, ValueError, OverflowError):
@@ -77,6 +76,8 @@ def _parse_iso(original: str, text: str) -> datetime.timedelta:
 def _human_seconds(original: str, text: str) -> float:
     if _PLAIN_SECONDS.fullmatch(text):
         return float(text)
+    from pytimeparse.timeparse import timeparse  # here, not at import: its patterns are large
+
     seconds: int | float | None = timeparse(text)
     if seconds is None:
         raise InvalidDuration(

@@ -10,6 +10,7 @@ from umt.engine import PermanentError, StepContext
 from umt.media.qbittorrent import QbtClient, TorrentInfo
 from umt.media.request import RUN_TAG, AcquireRequest, run_tag
 from umt.media.results import Cleaned, Confirmation, Progress, Submitted
+from umt.media.torrentnames import add_operation, delete_operation
 from umt.records import ledger
 
 log = logging.getLogger(__name__)
@@ -19,14 +20,6 @@ CONFIRM_WINDOW_SECONDS = 30.0
 CONFIRM_POLL_SECONDS = 0.5
 RECHECK_SECONDS = 3.0
 REMOVED_OUTSIDE_UMT = "torrent removed outside umt"
-
-
-def add_operation(info_hash: str) -> str:
-    return f"qbt-add:{info_hash}"
-
-
-def delete_operation(info_hash: str) -> str:
-    return f"qbt-delete:{info_hash}"
 
 
 def submit_download(step: StepContext, request: AcquireRequest, qbt: QbtClient) -> Submitted:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from umt.engine import Engine, RunFinished, WaitingRun
 from umt.media.downloads import REMOVED_OUTSIDE_UMT
 from umt.media.qbittorrent import QbtClient
-from umt.media.request import DONE_SIGNAL_PREFIX
+from umt.media.torrentnames import DONE_SIGNAL_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from umt.media.importing import ImportMode, Permissions, VerifyMode
 from umt.media.sources import TorrentSource
+from umt.media.torrentnames import done_signal_name
 
 
 class AcquireRequest(BaseModel):
@@ -73,14 +74,6 @@ class AcquireRequest(BaseModel):
     @property
     def done_signal(self) -> str:
         return done_signal_name(self.info_hash)
-
-
-DONE_SIGNAL_PREFIX = "download-done:"
-
-
-def done_signal_name(info_hash: str) -> str:
-    """The signal qBittorrent's finish hook (or a reconcile pass) sends for a torrent."""
-    return f"{DONE_SIGNAL_PREFIX}{info_hash.lower()}"
 
 
 def run_tag(run_id: str) -> str:

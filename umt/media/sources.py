@@ -9,8 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,6 +246,11 @@ def _size(value: object) -> int:
 
 def fetch_torrent_url(url: str) -> bytes:
     """Download ``url`` with a timeout, refusing bodies over MAX_TORRENT_BYTES."""
+    # Imported here: urllib.request brings http.client, ssl and email, which every command
+    # reading a request (the finish hook included) paid for one that is a URL.
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(url, headers={"User-Agent": "umt"})
     try:
         with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_SECONDS) as response:

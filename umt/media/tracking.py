@@ -9,7 +9,7 @@ operation; only runs that have not started yet are looked for by their input.
 from __future__ import annotations
 
 from umt.engine import Engine, RunStatus, UnknownRun
-from umt.media.downloads import add_operation
+from umt.media.torrentnames import add_operation
 from umt.records import ledger
 
 #: A run in these states may still wait for its torrent's done signal.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from umt.cli.application import get_app
 from umt.cli.params import MAX_LIST_LIMIT, JsonOption
@@ -38,6 +37,8 @@ def catalog(
     if not items:
         app.info("the catalog is empty")
         return
+    from rich.table import Table  # here: --json never loads rich
+
     table = Table(box=None, pad_edge=False)
     for column in ("IMPORTED", "TITLE", "SIZE", "METHOD", "PATHS", "RUN"):
         table.add_column(column, no_wrap=column in ("IMPORTED", "SIZE", "RUN"))

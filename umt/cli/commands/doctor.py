@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from umt.cli.application import Application, cli_environment, get_app
 from umt.cli.errors import EXIT_FAILED
@@ -348,6 +346,9 @@ def _notify_checks(settings: Settings) -> list[Check]:
 
 
 def _print(app: Application, checks: list[Check]) -> None:
+    from rich.table import Table  # here: --json never loads rich
+    from rich.text import Text
+
     table = Table(box=None, pad_edge=False, show_header=False)
     table.add_column(no_wrap=True)
     table.add_column(no_wrap=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from umt.cli.application import get_app
 from umt.cli.params import MAX_LIST_LIMIT, RUN_STATUSES, JsonOption, check_status
@@ -46,6 +45,8 @@ def runs(
     if not found:
         app.info("no runs" + (f" with status {status}" if status else ""))
         return
+    from rich.table import Table  # here: --json never loads rich
+
     table = Table(box=None, pad_edge=False)
     for column in ("RUN", "WORKFLOW", "STATUS", "TITLE", "DETAIL", "CREATED", "UPDATED"):
         table.add_column(column, no_wrap=column in ("RUN", "STATUS", "CREATED", "UPDATED"))

@@ -8,11 +8,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Group, RenderableType
-from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
-from rich.text import Text
 
 from umt.cli.application import Application, get_app
 from umt.cli.errors import EXIT_USAGE
@@ -30,6 +25,8 @@ from umt.cli.render import (
 from umt.cli.runs_view import get_run
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from umt.engine import Attempt, Engine, Run, Step
     from umt.records.ledger import LedgerEntry
 
@@ -128,7 +125,13 @@ def _attempts_of(snapshot: Snapshot, step: Step) -> list[Attempt]:
 # ---------------------------------------------------------------------- human
 
 
+# rich is imported in the functions that draw: 'show --json' never loads it.
+
+
 def render(snapshot: Snapshot, *, bars: bool) -> RenderableType:
+    from rich.console import Group
+    from rich.text import Text
+
     run = snapshot.run
     header = Text(f"run {run.id}  {run.workflow}@{run.version}  ")
     header.append_text(status_text(run.status))
@@ -156,6 +159,9 @@ def render(snapshot: Snapshot, *, bars: bool) -> RenderableType:
 
 
 def _timeline(snapshot: Snapshot) -> RenderableType:
+    from rich.table import Table
+    from rich.text import Text
+
     if not snapshot.steps:
         return Text("no step has started yet")
     table = Table(box=None, pad_edge=False, title="timeline", title_justify="left")
@@ -188,6 +194,10 @@ def _step_note(step: Step) -> str:
 
 
 def _progress(snapshot: Snapshot, *, bars: bool) -> list[RenderableType]:
+    from rich.progress_bar import ProgressBar
+    from rich.table import Table
+    from rich.text import Text
+
     lines: list[RenderableType] = []
     for attempt, progress in snapshot.progress():
         done = float(progress.get("done") or 0)
@@ -208,6 +218,9 @@ def _progress(snapshot: Snapshot, *, bars: bool) -> list[RenderableType]:
 
 
 def _ledger(snapshot: Snapshot) -> RenderableType:
+    from rich.table import Table
+    from rich.text import Text
+
     if not snapshot.ledger:
         return Text("ledger: no entries")
     table = Table(box=None, pad_edge=False, title="ledger", title_justify="left")
@@ -223,6 +236,8 @@ def _ledger(snapshot: Snapshot) -> RenderableType:
 
 
 def _follow_live(app: Application, engine: Engine, snapshot: Snapshot) -> None:
+    from rich.live import Live
+
     with Live(render(snapshot, bars=True), console=app.out, refresh_per_second=4) as live:
         while not snapshot.settled:
             time.sleep(1.0)

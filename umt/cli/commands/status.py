@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from umt.cli.application import Application, get_app
 from umt.cli.params import JsonOption, check_run_id
@@ -64,6 +63,8 @@ def print_status(app: Application, run: Run, steps: list[Step]) -> None:
     app.out.print(f"created:  {when(run.created_at)}   updated: {when(run.updated_at)}"
                   + (f"   finished: {when(run.finished_at)}" if run.finished_at else ""))
     if steps:
+        from rich.table import Table  # here: --json never loads rich
+
         table = Table(box=None, pad_edge=False)
         for column in ("#", "STEP", "STATUS", "ATTEMPTS", "FINISHED"):
             table.add_column(column, no_wrap=True)

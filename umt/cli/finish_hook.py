@@ -1,0 +1,77 @@
+"""umt's part of qBittorrent's finish hook: the done signal for a torrent a run waits for.
+
+Kept free of typer and rich: ``umt.cli.entry`` runs it without the command-line framework,
+since qBittorrent starts the hook for every torrent it finishes, most of them other tools'.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from umt.cli.errors import EXIT_USAGE, handle
+from umt.textsafe import printable
+
+if TYPE_CHECKING:
+    from umt.cli.application import Application
+
+V1_HASH = re.compile(r"[0-9a-fA-F]{40}")
+#: What a shell answers for a program it cannot find or start.
+_NOT_FOUND, _NOT_STARTED = 127, 126
+
+
+def signal_done(app: Application, info_hash: str) -> None:
+    if info_hash == "-":
+        app.info("umt hook: the torrent has no v1 info-hash (v2-only); nothing to signal, "
+                 "'umt resume' reconciles it")
+        return
+    if not V1_HASH.fullmatch(info_hash):
+        app.abort(f"{printable(info_hash)!r} is not a v1 info-hash (40 hexadecimal digits)",
+                  EXIT_USAGE)
+    from umt.engine import SchemaNotReady
+
+    try:
+        engine = app.existing_engine()
+    except SchemaNotReady:
+        return  # tables not created yet, so no run: another tool's torrent
+    if engine is None:
+        return  # no database yet, so no run: another tool's torrent
+    from umt.media.torrentnames import done_signal_name
+    from umt.media.tracking import tracks_torrent
+
+    if not tracks_torrent(engine, info_hash):
+        return
+    name = done_signal_name(info_hash.lower())
+    result = engine.signal(name, {"source": "hook"})
+    if result.kept:
+        app.info(f"umt hook: {name}: no run waits yet, signal kept")
+    else:
+        app.info(f"umt hook: {name}: delivered to run {', '.join(result.delivered_to)}")
+
+
+def signal_then_run(app: Application, info_hash: str, previous: list[str]) -> int:
+    """umt's part, then the finish program qBittorrent ran before umt's hook was installed;
+    that program's exit status (umt's part cannot stop it: its failure is only reported)."""
+    try:
+        signal_done(app, info_hash)
+    except Exception as exc:  # umt's part must never stop the user's program
+        handle(exc)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    return _run_previous(previous)
+
+
+def _run_previous(argv: list[str]) -> int:
+    """Runs the user's program on our own stdin/stdout/stderr; its exit status, shell-style."""
+    try:
+        completed = subprocess.run(argv, check=False)
+    except FileNotFoundError:
+        sys.stderr.write(f"umt hook: {printable(argv[0])}: program not found\n")
+        return _NOT_FOUND
+    except OSError as exc:
+        sys.stderr.write(f"umt hook: cannot run {printable(argv[0])}: {exc.strerror or exc}\n")
+        return _NOT_STARTED
+    code = completed.returncode
+    return 128 - code if code < 0 else code
