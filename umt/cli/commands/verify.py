@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from umt.cli.application import get_app
 from umt.cli.errors import EXIT_FAILED
@@ -38,6 +36,9 @@ def verify(
     if app.json:
         app.print_json({"run_id": run_id, "files": [check.to_json() for check in checks]})
     else:
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table(box=None, pad_edge=False)
         for column in ("STATUS", "BY", "PIECES", "FILE", "REASON"):
             table.add_column(column, no_wrap=column in ("STATUS", "BY", "PIECES"))
