@@ -415,9 +415,9 @@ def _outage_fatal() -> None:
         print(f"{BREAK_ENV}=outage-fatal: {what}: {error}; exiting", file=sys.stderr, flush=True)
         os._exit(75)
 
-    def _listen(self: Any, handler: Any) -> None:
+    def _listen(self: Any, handler: Any, **options: Any) -> None:
         try:
-            listen(self, handler)
+            listen(self, handler, **options)
         except Exception as error:
             fatal("the notification listener lost the database", error)
 
