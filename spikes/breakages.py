@@ -339,25 +339,29 @@ def _path_claims() -> None:
 
 @breakage("double-claim", "two workers may claim the same run: the claim ignores the lease "
           "(and, on PostgreSQL, the row locks of other claims)",
-          "the named query claim_due, as loaded by QuerySet.from_text: `due_at <= now` "
-          "becomes `due_at IS NOT NULL` and `FOR UPDATE SKIP LOCKED` is dropped")
+          "the block claim_due, as loaded by QuerySet.from_text: `due_at <= now` becomes "
+          "`due_at IS NOT NULL` and `FOR UPDATE SKIP LOCKED` is dropped")
 def _double_claim() -> None:
+    import re
+
     from umt.engine.store.queries import QuerySet
 
-    due_now = {  # the lease condition of claim_due, per dialect, and what replaces it
-        "AND due_at <= %(now)s\nORDER BY due_at\nLIMIT %(limit)s\nFOR UPDATE SKIP LOCKED":
-            "AND due_at IS NOT NULL\nORDER BY due_at\nLIMIT %(limit)s",
-        "AND due_at <= :now\nORDER BY due_at\nLIMIT :limit":
-            "AND due_at IS NOT NULL\nORDER BY due_at\nLIMIT :limit",
-    }
+    #: in the block claim_due of each dialect: the lease condition, and what replaces it
+    broken = [(re.compile(r"AND due_at <= (%\(now\)s|:now)"), "AND due_at IS NOT NULL"),
+              (re.compile(r"\nFOR UPDATE SKIP LOCKED;"), ";")]
     original = QuerySet.from_text.__func__  # type: ignore[attr-defined]
 
     def from_text(cls: type[QuerySet], text: str, origin: str) -> QuerySet:
-        if "-- name: claim_due" in text:
-            found = [old for old in due_now if text.count(old) == 1]
-            if len(found) != 1:
+        head = "-- name: claim_due\n"
+        if head in text:
+            start = text.index(head)
+            end = text.index("\n-- name: ", start + len(head))
+            block = text[start:end]
+            lease = broken[0][0].subn(broken[0][1], block)
+            if lease[1] != 1:
                 raise SystemExit(f"{BREAK_ENV}=double-claim: claim_due changed in {origin}")
-            text = text.replace(found[0], due_now[found[0]])
+            block = broken[1][0].sub(broken[1][1], lease[0])
+            text = text[:start] + block + text[end:]
         return original(cls, text, origin)  # type: ignore[no-any-return]
 
     QuerySet.from_text = classmethod(from_text)  # type: ignore[method-assign,assignment]

@@ -1,4 +1,4 @@
-"""In a full run (UMT_TEST_FULL_RUN=1, set by scripts/test without arguments) a skip fails the
+"""In a full run (TESTS_FULL_RUN=1, set by scripts/test without arguments) a skip fails the
 run unless it is by design or names what this machine cannot have; a targeted run skips."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ same scenarios PASS and it exits 0.
 Each run is ``python -m spikes --only <scenario>`` (its backends) in its own process, whose
 workers and commands inherit the breakage; a few run at a time. A full run of ``scripts/test``
 runs ``python -m spikes`` (every scenario, the real build) before pytest and names its report in
-``UMT_SPIKES_REPORT``: the real-build half is then read from that report, not run again.
+``TESTS_SPIKES_REPORT``: the real-build half is then read from that report, not run again.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ BACKENDS_OF = {s.key: tuple(BACKEND_LABELS[b] for b in s.backends) for s in regi
 #: check it breaks is made on those only).
 FAILS_ON = {"unjoined-start": ("PostgreSQL",)}
 #: The report of ``python -m spikes`` on this very build, when scripts/test made one.
-REAL_REPORT_ENV = "UMT_SPIKES_REPORT"
+REAL_REPORT_ENV = "TESTS_SPIKES_REPORT"
 GUARDED = sorted({scenario for guarded in BROKEN.values() for scenario, _ in guarded})
 
 

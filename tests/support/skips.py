@@ -1,6 +1,6 @@
 """Skips that a full run accepts (a pytest plugin, loaded by ``tests/conftest.py``).
 
-``scripts/test`` without pytest arguments (a full run, as in CI) sets ``UMT_TEST_FULL_RUN=1``;
+``scripts/test`` without pytest arguments (a full run, as in CI) sets ``TESTS_FULL_RUN=1``;
 then every other skip fails the run, because it hides missing set-up that
 ``scripts/lib/bootstrap.sh`` should have installed.
 
@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-FULL_RUN_ENV = "UMT_TEST_FULL_RUN"
+FULL_RUN_ENV = "TESTS_FULL_RUN"
 BY_DESIGN = "by design: "
 UNAVAILABLE = "not on this machine: "
 
