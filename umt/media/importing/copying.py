@@ -67,11 +67,11 @@ def copy_data(
         buffers = _HashingBuffers(group) if hashing else _PlainBuffer(group)
     with buffers:
         copied = 0
-        next_check = 0
         while True:
-            if copied >= next_check:
-                check()
-                next_check = copied + chunk_size
+            # Before every buffer (at most chunk_size bytes, usually 1 MiB or less): check() is
+            # an in-memory flag, and a slow disk must not delay a cancel or a lost lease by a
+            # whole chunk (a worker fences itself a sixth of a lease before another takes over).
+            check()
             taken = buffers.take()
             if taken is None:
                 break
