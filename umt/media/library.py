@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -289,12 +290,19 @@ def published_imports(step: StepContext) -> list[ImportedFile]:
     return found
 
 
-def _copy_operations(step: StepContext) -> dict[str, list[ledger.LedgerEntry]]:
+def copy_operations(
+    entries: Iterable[ledger.LedgerEntry],
+) -> dict[str, list[ledger.LedgerEntry]]:
+    """A run's ledger entries of its imports, by operation (one per library path), in order."""
     by_operation: dict[str, list[ledger.LedgerEntry]] = {}
-    for entry in ledger.entries_of_this_run(step):
+    for entry in entries:
         if entry.operation.startswith(COPY_PREFIX):
             by_operation.setdefault(entry.operation, []).append(entry)
     return by_operation
+
+
+def _copy_operations(step: StepContext) -> dict[str, list[ledger.LedgerEntry]]:
+    return copy_operations(ledger.entries_of_this_run(step))
 
 
 def discard_partial_imports(step: StepContext) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from umt.engine import Database
 from umt.media.importing import PieceMismatch, check_file_pieces
 from umt.media.importing.copying import sha256_of
-from umt.media.library import COPY_PREFIX
+from umt.media.library import copy_operations
 from umt.media.qbittorrent import QbtAdapterError, QbtClient
 from umt.media.torrent_pieces import PiecesUnavailable, TorrentLayout, layout_of, pieces_of_file
 from umt.records import ledger
@@ -46,13 +46,11 @@ class FileCheck:
 def imported_files(database: Database, run_id: str) -> list[dict[str, Any]]:
     """What the run's ledger says each published import is (its last ``done`` or
     ``verified`` entry per library path)."""
-    latest: dict[str, dict[str, Any]] = {}
-    for entry in ledger.entries_of_run(database, run_id):
-        if entry.operation.startswith(COPY_PREFIX) and entry.phase in (
-            ledger.DONE, ledger.VERIFIED
-        ):
-            latest[entry.operation] = entry.detail
-    return list(latest.values())
+    published = (
+        [entry.detail for entry in entries if entry.phase in (ledger.DONE, ledger.VERIFIED)]
+        for entries in copy_operations(ledger.entries_of_run(database, run_id)).values()
+    )
+    return [details[-1] for details in published if details]
 
 
 def verify_run(
