@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.report is not None:
             args.report.parent.mkdir(parents=True, exist_ok=True)
             args.report.write_text(text)
+        if report.failed:
+            print(report.failure_digest(), flush=True)
     return 0 if not report.failed else 1
 
 

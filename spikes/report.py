@@ -97,6 +97,18 @@ class Report:
             lines.append(f"| ({s.key}) {s.title} | {s.backend} | {s.status} | {s.seconds:.1f} s |")
         return "\n".join(lines)
 
+    def failure_digest(self) -> str:
+        """What failed, in a few lines: printed last, so a log's tail names it."""
+        lines = [f"spikes: {len(self.failed)} of {len(self.sections)} FAIL"]
+        for s in self.failed:
+            lines.append(f"- ({s.key}) {s.backend} in {s.seconds:.1f} s")
+            lines += [f"    FAIL: {text[:300]}" for ok, text in s.checks if not ok]
+            if not s.checks and s.error is None:
+                lines.append("    no checks were recorded")
+            if s.error is not None:
+                lines += [f"    {line}" for line in s.error.splitlines()[-6:]]
+        return "\n".join(lines)
+
     def markdown(self) -> str:
         verdict = "all scenarios PASS" if not self.failed else (
             f"{len(self.failed)} of {len(self.sections)} FAIL: "
