@@ -306,6 +306,26 @@ def test_show_renders_a_copy_in_flight_as_a_progress_bar(cli: Cli) -> None:
     assert "progress: copy-file film.mkv: 512 B of 2.0 KiB (25%)" in plain.export_text()
 
 
+def test_show_measures_time_on_the_engines_clock_not_this_hosts(cli: Cli) -> None:
+    """On PostgreSQL the engine's clock is the server's: the times ``umt show`` prints (a running
+    step's duration) are spans on that clock, so a host whose clock is off must not skew them."""
+    from datetime import UTC, datetime
+
+    from umt.app import App
+    from umt.cli.commands.show import Snapshot
+    from umt.config import load_settings
+    from umt.engine import Engine, FakeClock
+
+    run_id = cli.start()
+    moment = datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)
+    app = App(load_settings(None, env={"UMT_DATABASE_URL": f"sqlite:///{cli.db_path}"}))
+    try:
+        engine = Engine(app.engine().database, clock=FakeClock(moment))
+        assert Snapshot.read(engine, run_id).now == moment
+    finally:
+        app.close()
+
+
 def _run(cli: Cli, run_id: str) -> Any:
     from umt.app import App
     from umt.config import load_settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -44,7 +44,7 @@ class Snapshot:
         from umt.records.ledger import entries_of_run
 
         return cls(engine.get(run_id), engine.steps(run_id), engine.attempts(run_id),
-                   entries_of_run(engine.database, run_id), datetime.now(UTC))
+                   entries_of_run(engine.database, run_id), engine.clock.now())
 
     @property
     def settled(self) -> bool:
