@@ -196,7 +196,8 @@ class Worker:
         try:
             self._claim_loop(stop, until_idle)
         finally:
-            self._leave()
+            if self.store.database.notifies:
+                self._leave()  # before draining: runs are no longer named to this worker
             self._shut_down()
             self._stop_heartbeat.set()
             self._verify_leases.set()  # the heartbeat sleeps on this event; wake it to exit
