@@ -16,8 +16,9 @@ Per row:
 
 * runs/s;
 * statements per run (pg_stat_statements, top level, this database, the bench's own queries
-  left out), and the claim's calls per run and runs claimed per call: a claim that finds
-  nothing (another worker took the runs) is what an extra worker costs;
+  left out), and the claims' calls per run and runs claimed per call (umt's general claim,
+  ``claim_runs``, and its claim of the runs a notification named, ``claim_notified_runs``): a
+  claim that finds nothing (another worker took the runs) is what an extra worker costs;
 * PostgreSQL CPU per run: user + system time of the postmaster's descendants (``/proc``) and of
   the backends that exited meanwhile (the postmaster's ``cutime``/``cstime``), divided by the
   runs; the workers' CPU per run likewise;
@@ -64,6 +65,8 @@ QUERIES = {dialect: QuerySet.load("bench", f"sql/workers_{dialect}.sql")
 UMT_QUERIES = [QuerySet.load(package, "sql/postgresql.sql")
                for package in ("umt.engine.store", "umt.records")]
 NOOP6 = WORKFLOWS["noop6"]
+#: umt's claims: of any due run, and of the runs a notification named.
+CLAIMS = frozenset({"claim_runs", "claim_notified_runs"})
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: How long B1 may take before the row is given up (a stuck worker must not hang the bench).
 TIMEOUT_S = 600
@@ -173,7 +176,7 @@ class WaitSampler:
                 self.most_lock = max(self.most_lock, len(locks))
                 self.most_lwlock = max(self.most_lwlock, len(lwlocks))
                 names = [query_name(r["query"] or "") for r in rows]
-                self.claim_lock += any(r["wait_event_type"] == "Lock" and name == "claim_runs"
+                self.claim_lock += any(r["wait_event_type"] == "Lock" and name in CLAIMS
                                        for r, name in zip(rows, names, strict=True))
                 for r, name in zip(rows, names, strict=True):
                     self.events[f"{r['wait_event_type']}:{r['wait_event']} in {name}"] += 1
@@ -339,7 +342,7 @@ def b1_row(url: str, dialect: str, n_workers: int, args: argparse.Namespace,
     }
     if statements:
         total = sum(r["calls"] for r in statements)
-        claims = [r for r in statements if query_name(r["query"]) == "claim_runs"]
+        claims = [r for r in statements if query_name(r["query"]) in CLAIMS]
         claim_calls = sum(r["calls"] for r in claims)
         row_out.update(
             statements_per_run=total / args.runs,

@@ -144,9 +144,10 @@ def stop_workers(workers: list[WorkerThread], timeout: float = 20.0) -> None:
 
 
 class IdleWaits(threading.Event):
-    """Stands in for a worker's wake-up event and records its idle waits (those as long as the
-    poll interval): ``idle`` is set while one is under way, ``ended`` holds what each returned
-    (True: woken, False: the poll interval ran out)."""
+    """Stands in for a worker's wake-up event and records its idle waits (those of at least half
+    the poll interval: a worker waits until its next general look, which a claim of a run a
+    notification named does not move): ``idle`` is set while one is under way, ``ended`` holds
+    what each returned (True: woken, False: the wait ran out)."""
 
     def __init__(self, poll: float) -> None:
         super().__init__()
@@ -162,7 +163,7 @@ class IdleWaits(threading.Event):
         return waits
 
     def wait(self, timeout: float | None = None) -> bool:
-        if timeout is None or timeout < self.poll:
+        if timeout is None or timeout < self.poll / 2:
             return super().wait(timeout)
         self.idle.set()
         try:

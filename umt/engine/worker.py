@@ -9,6 +9,7 @@ thread, no connection and no slot.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -23,7 +24,7 @@ from umt.engine.errors import StoreUnavailable, UnknownWorkflow
 from umt.engine.execution import ExecutionSettings, Outcome, RunExecution
 from umt.engine.hostinfo import ProcessIdentity, current_process, process_alive
 from umt.engine.models import MAIN, RunStatus
-from umt.engine.store.database import CANCEL_CHANNEL, WORKERS_CHANNEL
+from umt.engine.store.database import CANCEL_CHANNEL, WORK_CHANNEL, WORKERS_CHANNEL, due_run
 from umt.engine.store.store import Store
 from umt.engine.store.values import WORKER_TOUCH_INTERVAL, Claim, WorkerRecord
 from umt.engine.workflow import Registry
@@ -115,6 +116,29 @@ class Worker:
         self._out_of_touch = threading.Event()
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        #: A general claim (of any due run) is wanted at the next pass of the claim loop.
+        self._sweep = threading.Event()
+        self._sweep.set()
+        #: time.monotonic() of the next general claim without a wake-up (the poll, a timer).
+        self._sweep_at = float("-inf")
+        #: Runs that notifications named to this worker, with their workflow keys: the next
+        #: pass claims exactly these (PostgreSQL; see ``_owns``).
+        self._named: dict[str, str] = {}
+        #: Due runs may have been left unclaimed for want of a free slot: each slot that frees
+        #: brings a general claim until one finds fewer runs than it had slots for.
+        self._behind = threading.Event()
+        #: Every live worker and the workflow keys it registers (PostgreSQL): who claims the
+        #: run a notification names. Re-read when a worker registers or stops, or once a
+        #: ``sibling_refresh`` passed.
+        self._fleet: dict[str, frozenset[str]] = {}
+        self._fleet_read_at = float("-inf")
+        self._fleet_stale = threading.Event()
+        #: Whether each pass looks for any due run, and claims again while it finds some (a
+        #: drain; SQLite, which names no runs). Otherwise a worker looks on a general
+        #: wake-up, at its poll or timer, and when a slot frees while it is behind.
+        self._eager = not store.database.notifies
+        self._keys = frozenset(registry.keys())
+        self._left = False
         self._verify_leases = threading.Event()
         self._stop_heartbeat = threading.Event()
         self._abandon = threading.Event()
@@ -146,6 +170,7 @@ class Worker:
         return self._report
 
     def wake(self) -> None:
+        self._sweep.set()
         self._wake.set()
 
     @property
@@ -171,42 +196,54 @@ class Worker:
         try:
             self._claim_loop(stop, until_idle)
         finally:
+            if self.store.database.notifies:
+                self._leave()  # before draining: runs are no longer named to this worker
             self._shut_down()
             self._stop_heartbeat.set()
             self._verify_leases.set()  # the heartbeat sleeps on this event; wake it to exit
             heartbeat.join(timeout=5)
             fence.join(timeout=5)
             listener.stop()
-            try:
-                self.store.stop_worker(self.id)
-            except StoreUnavailable:
-                log.warning("could not record that worker %s stopped", self.id)
+            self._leave()
 
     def _forward_stop(self, stop: threading.Event) -> None:
         stop.wait()
         self._wake.set()
 
     def _claim_loop(self, stop: threading.Event, until_idle: bool) -> None:
+        self._eager = self._eager or until_idle
         backoff = 0.5
         while not stop.is_set():
             # Read before claiming: an execution that ends while the claim query runs may have
             # made more work due (compensation, a hand-back) after the query looked.
             in_flight_before = self.in_flight
+            sweep = time.monotonic() >= self._sweep_at
+            if self._sweep.is_set():
+                self._sweep.clear()  # before claiming: a request made meanwhile is kept
+                sweep = True
             try:
                 self._reap_dead_siblings()
-                claimed = self._claim_free_slots()
+                self._read_fleet()
+                claimed = self._claim_free_slots() if sweep else self._claim_named()
                 backoff = 0.5
             except StoreUnavailable as exc:
+                self._sweep.set()
                 self._out_of_touch.set()
                 log.warning("database unavailable (%s); retrying in %.1fs", exc, backoff)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_CLAIM_BACKOFF)
                 continue
-            if until_idle and not claimed and in_flight_before == 0:
-                return
-            if claimed and self.in_flight < self.options.concurrency:
-                continue  # there may be more due right now
-            self._wake.wait(self._idle_timeout(claimed))
+            if sweep:
+                if until_idle and not claimed and in_flight_before == 0:
+                    return
+                if claimed and self._eager and self.in_flight < self.options.concurrency:
+                    self._sweep.set()
+                    continue  # there may be more due right now
+                timeout = self._idle_timeout(claimed)
+                self._sweep_at = time.monotonic() + timeout
+            else:
+                timeout = max(0.0, self._sweep_at - time.monotonic())
+            self._wake.wait(timeout)
             self._wake.clear()
 
     def _idle_timeout(self, claimed: int) -> float:
@@ -223,8 +260,12 @@ class Worker:
         return max(0.0, min(poll, until))
 
     def _claim_free_slots(self) -> int:
+        """A general claim: any due run of the registered workflows, as many as slots are free."""
+        with self._lock:
+            self._named.clear()  # taken now if still due, or by another worker
         free = self.options.concurrency - self.in_flight
         if free <= 0:
+            self._behind.set()
             return 0
         take_leased = self._leases_trustworthy()
         with self._lock:
@@ -234,6 +275,34 @@ class Worker:
             self.id, self.registry.keys(), limit=free, lease=self.options.lease, held=held,
             take_leased=take_leased,
         )
+        if len(claims) < free:
+            self._behind.clear()
+        else:
+            self._behind.set()  # there may be more
+        return self._started(claims, asked_at)
+
+    def _claim_named(self) -> int:
+        """Claims the runs notifications named to this worker, and no other: one statement,
+        and none with no slot free (a slot freeing then brings a general claim, see
+        ``_behind``). A run another worker took meanwhile is simply not returned."""
+        with self._lock:
+            named = list(self._named)
+            self._named.clear()
+            held = list(self._executions)
+        free = self.options.concurrency - len(held)
+        if len(named) > free:
+            self._behind.set()
+        if not named or free <= 0:
+            return 0
+        take_leased = self._leases_trustworthy()
+        asked_at = time.monotonic()
+        claims = self.store.claim_notified(
+            self.id, named, self.registry.keys(), limit=free, lease=self.options.lease,
+            held=held, take_leased=take_leased,
+        )
+        return self._started(claims, asked_at)
+
+    def _started(self, claims: list[Claim], asked_at: float) -> int:
         if self._out_of_touch.is_set():
             self._out_of_touch.clear()
             log.warning("database reachable again; claiming")
@@ -302,6 +371,8 @@ class Worker:
             raise
         finally:
             with self._lock:
+                if self._eager or self._behind.is_set():
+                    self._sweep.set()
                 if self._executions.get(run_id) is execution:
                     del self._executions[run_id]
                     del self._confirmed[run_id]
@@ -321,12 +392,23 @@ class Worker:
                 self._verify_leases.set()
             return
         if channel == WORKERS_CHANNEL:
-            # No wake-up: the next pass of the claim loop re-reads the list.
+            # A worker registered or stopped: re-read who claims named runs now (and the list
+            # of siblings if it is on this host), before the next run is named.
+            self._fleet_stale.set()
             if payload == self.identity.host_key:
                 self._siblings_stale.set()
+            self._wake.set()
+            return
+        if channel == WORK_CHANNEL and (named := due_run(payload)) is not None:
+            run_id, workflow_key = named
+            if self._owns(run_id, workflow_key):
+                with self._lock:
+                    self._named[run_id] = workflow_key
+                self._wake.set()
             return
         if channel == "listening":  # PostgreSQL: (re)connected; registrations may be missed
             self._siblings_stale.set()
+            self._fleet_stale.set()
             if isinstance(self.clock, ServerClock):
                 self.clock.resync_soon()
         if channel == "changed":  # SQLite: some other connection committed
@@ -335,7 +417,21 @@ class Worker:
                 holding = bool(self._executions)
             if holding:
                 self._verify_leases.set()
+        self._sweep.set()
         self._wake.set()
+
+    def _owns(self, run_id: str, workflow_key: str) -> bool:
+        """Whether this worker claims the run a notification names: of the live workers that
+        register its workflow version, the one whose id hashed with the run's ranks first
+        (rendezvous hashing: every worker that knows the same workers picks the same one,
+        without a word between them; a worker joining or leaving moves only its own share).
+        Should that worker be gone or busy, the poll of any worker claims the run."""
+        if workflow_key not in self._keys:
+            return False
+        candidates = [worker for worker, keys in self._fleet.items() if workflow_key in keys]
+        if self.id not in candidates:
+            candidates.append(self.id)
+        return max(candidates, key=lambda worker: _rank(worker, run_id)) == self.id
 
     # ------------------------------------------------------------------ leases
 
@@ -469,6 +565,32 @@ class Worker:
         log.info("workers %s on this host are gone; reclaimed runs %s",
                  ", ".join(w.id for w in dead), ", ".join(reclaimed) or "none")
 
+    def _read_fleet(self) -> None:
+        if not self.store.database.notifies:
+            return
+        age = time.monotonic() - self._fleet_read_at
+        if not self._fleet_stale.is_set() and age < self.options.sibling_refresh.total_seconds():
+            return
+        self._fleet_stale.clear()  # before reading: a change announced meanwhile is read next
+        try:
+            workers = self.store.live_workers()
+        except StoreUnavailable:
+            self._fleet_stale.set()
+            raise
+        self._fleet = {worker.id: frozenset(worker.workflows) for worker in workers}
+        self._fleet_read_at = time.monotonic()
+
+    def _leave(self) -> None:
+        """Records that this worker stopped claiming and tells the others, so that the runs
+        notifications name go to them from now on, not to a worker that drains."""
+        if self._left:
+            return
+        try:
+            self.store.stop_worker(self.id, self.identity.host_key)
+            self._left = True
+        except StoreUnavailable:
+            log.warning("could not record that worker %s stopped", self.id)
+
     def _register(self) -> None:
         self.store.register_worker(
             self.id, host_key=self.identity.host_key, hostname=self.identity.hostname,
@@ -520,6 +642,10 @@ class Worker:
                     return
             self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
             self._wake.clear()
+
+
+def _rank(worker_id: str, run_id: str) -> bytes:
+    return hashlib.blake2b(f"{worker_id} {run_id}".encode(), digest_size=8).digest()
 
 
 def _parked_status(execution: RunExecution) -> str:

@@ -25,6 +25,21 @@ WORK_CHANNEL = "work"
 CANCEL_CHANNEL = "cancel"
 WORKERS_CHANNEL = "workers"
 NotificationHandler = Callable[[str, str], None]
+#: A work notification's payload names a workflow key (something of it may be due: every worker
+#: of it looks) or, for a single run due now, ``run <id> <workflow key>`` (one worker claims it).
+_DUE_RUN = "run "
+
+
+def due_run_payload(run_id: str, workflow_key: str) -> str:
+    return f"{_DUE_RUN}{run_id} {workflow_key}"
+
+
+def due_run(payload: str) -> tuple[str, str] | None:
+    """The run id and workflow key of a payload of ``due_run_payload``, else None."""
+    if not payload.startswith(_DUE_RUN):
+        return None
+    run_id, _, workflow_key = payload.removeprefix(_DUE_RUN).partition(" ")
+    return (run_id, workflow_key) if workflow_key else None
 #: How often (seconds) a listener's connection round-trips to prove the server still hears it.
 LIVENESS_CHECK = 5.0
 

@@ -72,6 +72,9 @@ class PostgresDatabase(Database):
         "change_marker",
         # The fleet's clock (fleet_clock); SQLite serves one machine and keeps its clock.
         "server_time",
+        # A claim of the runs notifications named (only notifications name runs), and the
+        # blocks it shares with claim_runs; SQLite's claim_runs is written differently.
+        "claim_notified_runs", "claimable", "lease_due",
     })
 
     def __init__(

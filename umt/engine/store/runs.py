@@ -20,7 +20,13 @@ from umt.engine.models import (
     Step,
 )
 from umt.engine.store.base import StoreBase
-from umt.engine.store.database import CANCEL_CHANNEL, WORK_CHANNEL, ChangeMarker, Session
+from umt.engine.store.database import (
+    CANCEL_CHANNEL,
+    WORK_CHANNEL,
+    ChangeMarker,
+    Session,
+    due_run_payload,
+)
 from umt.engine.store.values import error_json, like_escaped, valid_run_id
 
 
@@ -54,7 +60,8 @@ class Runs(StoreBase):
 
     def _create_run(self, session: Session, params: dict[str, object]) -> StartResult:
         for _ in range(2):
-            row = session.row("insert_run", **params, work_channel=self._work_channel)
+            row = session.row("insert_run", **params, work_channel=self._work_channel,
+                              work_payload=_work_payload(params))
             if row is not None:
                 return StartResult(Run.from_row(row), created=True)
             holder = session.row("run_holding_key", workflow_name=params["workflow_name"],
@@ -173,3 +180,11 @@ class Runs(StoreBase):
             if settled or time.monotonic() >= deadline:
                 return run
             time.sleep(poll)
+
+
+def _work_payload(params: dict[str, object]) -> str:
+    """A run due now is named, so that one worker claims it; one due later wakes every worker
+    of its workflow to look when it falls due."""
+    if params["due_at"] == params["now"]:
+        return due_run_payload(str(params["id"]), str(params["workflow_key"]))
+    return str(params["workflow_key"])

@@ -49,9 +49,16 @@ class Workers(StoreBase):
         with self.database.autocommit() as session:
             session.rows("touch_worker", worker_id=worker_id, now=self.clock.now())
 
-    def stop_worker(self, worker_id: str) -> None:
-        with self.database.autocommit() as session:
+    def stop_worker(self, worker_id: str, host_key: str | None = None) -> None:
+        """Records that the worker stopped; with its ``host_key``, other workers are told (they
+        share the runs that notifications name among the workers they know)."""
+        if host_key is None or not self.database.notifies:
+            with self.database.autocommit() as session:
+                session.rows("stop_worker", worker_id=worker_id, now=self.clock.now())
+            return
+        with self.database.transaction() as session:
             session.rows("stop_worker", worker_id=worker_id, now=self.clock.now())
+            self.database.notify(session, WORKERS_CHANNEL, host_key)
 
     def live_workers_on_host(self, worker_id: str, host_key: str) -> list[WorkerRecord]:
         with self.database.autocommit() as session:
@@ -64,16 +71,35 @@ class Workers(StoreBase):
     ) -> list[Claim]:
         """Leases due runs to the worker, except those it ``held`` already and, without
         ``take_leased``, those whose lease looks expired (see ``claim_due``)."""
+        return self._claim("claim_runs", worker_id, workflow_keys, limit=limit, lease=lease,
+                           held=held, take_leased=take_leased)
+
+    def claim_notified(
+        self, worker_id: str, run_ids: Sequence[str], workflow_keys: Sequence[str], *,
+        limit: int, lease: timedelta, held: Sequence[str] = (), take_leased: bool = True,
+    ) -> list[Claim]:
+        """As ``claim``, but only among ``run_ids`` (runs that notifications named; PostgreSQL
+        only): those another worker took meanwhile are left out, and no other run is taken."""
+        if not run_ids:
+            return []
+        return self._claim("claim_notified_runs", worker_id, workflow_keys, limit=limit,
+                           lease=lease, held=held, take_leased=take_leased,
+                           run_ids=list(run_ids))
+
+    def _claim(
+        self, query: str, worker_id: str, workflow_keys: Sequence[str], *, limit: int,
+        lease: timedelta, held: Sequence[str], take_leased: bool, **more: object,
+    ) -> list[Claim]:
         if limit <= 0 or not workflow_keys:
             return []
         now = self.clock.now()
         params: dict[str, object] = {
             "worker_id": worker_id, "workflow_keys": list(workflow_keys), "limit": limit,
             "now": now, "lease_expires_at": now + lease, "held": list(held),
-            "take_leased": take_leased,
+            "take_leased": take_leased, **more,
         }
         with self.database.operation() as session:
-            claimed = session.rows("claim_runs", **params)
+            claimed = session.rows(query, **params)
             # Only a run claimed before can have recorded steps: a first claim reads nothing
             # more. Only this worker writes these runs' steps now.
             again = [row["id"] for row in claimed if row["claimed_before"]]

@@ -17,7 +17,8 @@
 -- (pg_notify) runs only when the final SELECT reads it, hence the counts there.
 
 -- name: insert_run
--- A new run and its notification; no row when the idempotency key is held by another run.
+-- A new run and its notification (work_payload: the run itself when it is due now, so that one
+-- worker claims it; else its workflow); no row when the idempotency key is held by another run.
 WITH inserted AS (
     INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
                       idempotency_key, key_active, compensable, due_at, created_at, updated_at)
@@ -28,7 +29,7 @@ WITH inserted AS (
     RETURNING *
 )
 SELECT inserted.*,
-       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, inserted.workflow_key)) AS n)
+       (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, %(work_payload)s)) AS n)
            AS notified
 FROM inserted;
 
@@ -280,23 +281,29 @@ UPDATE runs SET due_at = %(now)s, lease_expires_at = %(now)s, updated_at = %(now
 WHERE lease_owner = ANY(%(worker_ids)s::uuid[]) AND due_at > %(now)s
 RETURNING id;
 
+-- name: claimable
+-- Not run alone (PostgreSQL only): a due run the worker may claim: of a workflow version it
+-- registers, not one it executes already (held: a lease of its own that looks expired is
+-- extended by its heartbeat, not claimed again); without take_leased, none whose lease merely
+-- looks expired (just after the clock jumped forward).
+workflow_key = ANY(%(workflow_keys)s::text[])
+  AND id <> ALL(%(held)s::uuid[]) AND (%(take_leased)s OR lease_expires_at IS NULL)
+
 -- name: claim_due
 -- Not run alone: the runs claim_runs takes (locked; those other workers are claiming are
 -- skipped). claimed_before: the run was claimed earlier, so it may have recorded steps (a run
--- never claimed has none). Never the runs the worker executes (held: a lease of its own that
--- looks expired is extended by its heartbeat, not claimed again); without take_leased, no run
--- whose lease merely looks expired (just after the clock jumped forward).
+-- never claimed has none).
 SELECT id, started_at IS NOT NULL AS claimed_before FROM runs
-WHERE workflow_key = ANY(%(workflow_keys)s::text[]) AND due_at <= %(now)s
-  AND id <> ALL(%(held)s::uuid[]) AND (%(take_leased)s OR lease_expires_at IS NULL)
+WHERE due_at <= %(now)s AND {claimable}
 ORDER BY due_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
--- name: claim_runs
--- Leases due runs to the worker; their attempts still running are interrupted and their
--- running steps are pending again.
-WITH due AS ({claim_due}), claimed AS (
+-- name: lease_due
+-- Not run alone (PostgreSQL only): what claim_runs and claim_notified_runs do with the runs of
+-- the CTE due: lease them to the worker; their attempts still running are interrupted and
+-- their running steps are pending again.
+claimed AS (
     UPDATE runs r SET
         lease_epoch = r.lease_epoch + 1,
         lease_owner = %(worker_id)s::uuid,
@@ -318,6 +325,25 @@ WITH due AS ({claim_due}), claimed AS (
     WHERE run_id IN (SELECT id FROM claimed WHERE claimed_before) AND status = 'running'
 )
 SELECT * FROM claimed;
+
+-- name: claim_runs
+-- Leases due runs to the worker (lease_due).
+WITH due AS ({claim_due}), {lease_due};
+
+-- name: claim_notified_runs
+-- PostgreSQL only: of the runs that notifications named to this worker (run_ids), leases those
+-- still claimable (lease_due): one another worker took meanwhile is simply not returned. A
+-- probe of the primary key per run, not a scan of the due runs. A run is named when it is
+-- created due at once: due_at is its created_at then, and this worker's reading of the fleet's
+-- clock may lag its creator's by a little (a lease taken or a later due time is always later).
+WITH due AS (
+    SELECT id, started_at IS NOT NULL AS claimed_before FROM runs
+    WHERE id = ANY(%(run_ids)s::uuid[]) AND due_at <= GREATEST(%(now)s, created_at)
+      AND {claimable}
+    ORDER BY due_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), {lease_due};
 
 -- name: explain_claim_candidates
 EXPLAIN {claim_due};
