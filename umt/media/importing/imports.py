@@ -148,7 +148,8 @@ def _import_by_writing(
         else:
             method = "copy"
             ensure_space(publish.dest.parent, needed, src)
-            hasher = None if pieces is None else PieceHasher(pieces, before.st_size, src.name)
+            hasher = (None if pieces is None
+                      else PieceHasher(pieces, before.st_size, src.name, dst_fd))
             digest = copy_data(
                 src_fd,
                 dst_fd,
