@@ -2,6 +2,7 @@
 
     bench/run import-path [--quick] [--sizes 2G,20G] [--repeats N] [--caches cold,warm]
                           [--cases same-fs,cross-fs,reflink] [--cross-fs ext4|shm]
+                          [--methods umt-copy-pieces,...]
     bench/run import-path --table bench/.results/import-path-<time>     (reprint a table)
 
 For each size, one source file of random bytes is written under ``--workdir`` (``/tmp``), and
@@ -664,6 +665,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(hardlink, reflink): they take milliseconds")
     parser.add_argument("--caches", default="cold,warm")
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--methods", help="only these methods, e.g. umt-copy-pieces (each case's "
+                                          "baseline, cp or cp --reflink, always runs); one of "
+                                          f"{', '.join(METHODS)}")
     parser.add_argument("--cross-fs", choices=("ext4", "shm"), default="ext4",
                         help="destination of the cross-fs case: a loop-mounted ext4 image "
                              "(default) or /dev/shm")
@@ -679,6 +683,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.cases) - set(CASES)
     if unknown:
         parser.error(f"unknown case(s) {', '.join(sorted(unknown))}; use {', '.join(CASES)}")
+    if args.methods:
+        wanted = {m.strip() for m in args.methods.split(",")}
+        if wanted - set(METHODS):
+            parser.error(f"unknown method(s) {', '.join(sorted(wanted - set(METHODS)))}")
+        for case, methods in CASES.items():
+            CASES[case] = [m for m in methods if m.key in wanted or m.key == BASELINE[case]]
     caches = [c.strip() for c in args.caches.split(",")]
     if "cold" in caches and not can_drop_caches():
         log("cannot drop the page cache (not root): cold runs skipped")
