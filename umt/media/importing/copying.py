@@ -64,13 +64,12 @@ def copy_data(
     os.posix_fadvise(src_fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
     report = _ThrottledProgress(progress, total)
     chunk = min(chunk_size, _CHUNK_BYTES)
-    kernel = KernelCopy(src_fd, dst_fd)
     verifier: _Unverified | _Sha256OfWritten | PieceHasher
     if pieces is not None:
         verifier = pieces
     else:
         verifier = _Sha256OfWritten(dst_fd, chunk) if hashing else _Unverified(chunk)
-    with verifier:
+    with verifier, KernelCopy(src_fd, dst_fd) as kernel:
         copied = 0
         while True:
             # Before every chunk (at most chunk_size bytes, 1 MiB or less): check() is an
