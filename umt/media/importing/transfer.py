@@ -16,7 +16,6 @@ not wait there.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import os
@@ -135,6 +134,8 @@ class _WriteBack:
 
 @functools.cache
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    import ctypes  # here, not at the top: ctypes costs start-up time to every command
+
     function = getattr(ctypes.CDLL(None, use_errno=True), "sync_file_range", None)
     if function is None:
         return None
