@@ -76,15 +76,25 @@ def _writes_partial(fd: int) -> bool:
 
 
 def _slow_copy(bytes_per_second: float) -> None:
-    real_write = os.write
+    """Every way the importer writes a partial file (``sendfile``, and ``pwrite`` or ``write``
+    where a filesystem cannot ``sendfile``) is slowed down."""
+    real_write, real_pwrite, real_sendfile = os.write, os.pwrite, os.sendfile
 
-    def write(fd: int, data: Any) -> int:
-        written = real_write(fd, data)
+    def pause(fd: int, written: int) -> int:
         if _writes_partial(fd):
             time.sleep(written / bytes_per_second)
         return written
 
-    os.write = write
+    def write(fd: int, data: Any) -> int:
+        return pause(fd, real_write(fd, data))
+
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        return pause(fd, real_pwrite(fd, data, offset))
+
+    def sendfile(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        return pause(out_fd, real_sendfile(out_fd, in_fd, offset, count))
+
+    os.write, os.pwrite, os.sendfile = write, pwrite, sendfile
 
 
 def _stop_after_rename() -> None:

@@ -35,6 +35,7 @@ from umt.media.importing import (
     partial_path,
     remove_empty_dirs,
     remove_stray_partial,
+    transfer,
 )
 from umt.media.importing import publish as publishing
 
@@ -215,6 +216,47 @@ def test_a_cancel_between_chunks_removes_the_temporary_file(downloads: Path, lib
     assert checks == 3
     assert os.listdir(library) == []
     assert not hasher_threads()
+
+
+@pytest.mark.timeout(60)
+def test_a_cancel_does_not_wait_for_a_disk_that_is_slow_to_take_writes(
+    downloads: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Starting the write-back can wait for room in a slow device's queue; the copy does not
+    wait with it: a cancel stops it between chunks and removes the temporary file."""
+    write_random(downloads / "a.mkv", 24 * MiB)
+    queue_full, released = threading.Event(), threading.Event()
+
+    def stuck_sync_file_range(fd: int, offset: int, count: int, flags: int) -> int:
+        queue_full.set()
+        released.wait(120)  # longer than the test may take: a copy waiting here never ends
+        return 0
+
+    monkeypatch.setattr(transfer, "_sync_file_range", lambda: stuck_sync_file_range)
+    checks = 0
+
+    def cancel_late() -> None:  # after the first 8 MiB asked for their write-back
+        nonlocal checks
+        checks += 1
+        if checks > 16:
+            assert queue_full.wait(30)
+            raise Canceled()
+
+    try:
+        for verify in ("size", "sha256", "pieces"):
+            checks = 0
+            with pytest.raises(Canceled):
+                copy(downloads / "a.mkv", library / "a.mkv", check=cancel_late, verify=verify,
+                     chunk_size=MiB, pieces=one_piece_per_mib(downloads / "a.mkv"))
+            assert os.listdir(library) == []
+    finally:
+        released.set()
+
+
+def one_piece_per_mib(path: Path) -> importer.FilePieces:
+    data = path.read_bytes()
+    return importer.FilePieces(MiB, len(data), tuple(
+        hashlib.sha1(data[i : i + MiB]).digest() for i in range(0, len(data), MiB)))
 
 
 def test_before_rename_sees_the_complete_file_and_its_failure_publishes_nothing(

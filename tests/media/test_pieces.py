@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,9 @@ from umt.media.importing import (
     copying,
     import_file,
     partial_path,
+    transfer,
 )
+from umt.media.importing import pieces as pieces_module
 from umt.media.importing.pieces import PieceHasher
 from umt.media.torrent_pieces import PiecesUnavailable, TorrentLayout
 
@@ -91,7 +95,7 @@ def test_every_file_of_a_multi_file_torrent_is_verified_across_piece_boundaries(
 def test_pieces_larger_than_a_buffer_are_hashed_from_several_chunks(
     tmp_path: Path, library: Path, flip: int | None
 ) -> None:
-    """2 MiB pieces arrive in 256 KiB buffers; the file starts and ends inside a piece."""
+    """2 MiB pieces arrive in 1 MiB chunks; the file starts and ends inside a piece."""
     folder = tmp_path / "big"
     write_files(folder, {"a.nfo": 300_000, "b.mkv": 5 * 1024 * 1024 + 3, "c.srt": 100_000})
     layout = torf_layout(folder, piece=2 * 1024 * 1024)
@@ -116,12 +120,95 @@ def test_a_source_that_ends_early_fails_instead_of_waiting(tmp_path: Path) -> No
     pieces = FilePieces(length, len(data), tuple(
         hashlib.sha1(data[i : i + length]).digest() for i in range(0, len(data), length)))
     src.write_bytes(data[:length])  # shorter than the torrent says, ending on a buffer
-    with open(src, "rb") as source, open(dst, "wb") as target:
-        hasher = PieceHasher(pieces, len(data), "f.mkv")
-        with pytest.raises(ImportFailure, match="pieces were read"):
+    with open(src, "rb") as source, open(dst, "w+b") as target:
+        hasher = PieceHasher(pieces, len(data), "f.mkv", target.fileno())
+        with pytest.raises(ImportFailure, match="ended after 2097152 bytes, before the 3145728"):
             copying.copy_data(source.fileno(), target.fileno(), total=len(data),
                               chunk_size=1024 * 1024, hashing=False, check=no_check,
                               progress=lambda *_: None, pieces=hasher)
+
+
+class Canceled(BaseException):
+    """What the engine's check() raises for a cancel or a lost lease."""
+
+
+def one_file_pieces(path: Path, length: int) -> FilePieces:
+    data = path.read_bytes()
+    return FilePieces(length, len(data), tuple(
+        hashlib.sha1(data[i : i + length]).digest() for i in range(0, len(data), length)))
+
+
+def pieces_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("umt-pieces")]
+
+
+def test_a_byte_changed_on_its_way_into_the_library_is_caught(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pieces are hashed from the copy as written, not from what was read of the download:
+    a write that lands wrong (here: one byte of the third MiB) fails the import."""
+    write_files(tmp_path / "x", {"f.mkv": 5 * 1024 * 1024})
+    src = tmp_path / "x" / "f.mkv"
+    real_copy = transfer.KernelCopy.copy
+
+    def copy_with_a_bad_write(self: transfer.KernelCopy, offset: int, count: int) -> int:
+        done = real_copy(self, offset, count)
+        if offset <= 2 * 1024 * 1024 + 7 < offset + done:
+            flip_byte(partial_path(library / "f.mkv"), 2 * 1024 * 1024 + 7)
+        return done
+
+    monkeypatch.setattr(transfer.KernelCopy, "copy", copy_with_a_bad_write)
+    with pytest.raises(PieceMismatch, match="piece 1 "):
+        import_copy(src, library / "f.mkv", one_file_pieces(src, 2 * 1024 * 1024))
+    assert list(library.iterdir()) == []
+
+
+def test_a_filesystem_that_cannot_sendfile_gets_the_same_verified_copy(
+    download: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unsupported(*args: object) -> int:
+        raise OSError(errno.EINVAL, "sendfile not supported here")
+
+    monkeypatch.setattr(transfer.os, "sendfile", unsupported)
+    layout = torf_layout(download)
+    for name in ("b.mkv", "d.mkv"):
+        pieces = layout.pieces_of(layout.index_of(download / name))
+        assert import_copy(download / name, library / name, pieces) == len(pieces.hashes)
+        assert (library / name).read_bytes() == (download / name).read_bytes()
+
+
+@pytest.mark.timeout(60)
+def test_a_cancel_is_noticed_while_the_copy_waits_for_the_hashing_threads(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hashing threads are stuck (a busy machine), so the copy waits for room in its window
+    of unhashed chunks: it keeps calling check() while it waits, and stops at the cancel."""
+    write_files(tmp_path / "x", {"f.mkv": 16 * 1024 * 1024})  # 16 chunks, more than the window
+    src = tmp_path / "x" / "f.mkv"
+    stuck, release = threading.Event(), threading.Event()
+    real_read_back = pieces_module.read_back
+
+    def slow_read_back(fd: int, offset: int, count: int) -> memoryview:
+        stuck.set()
+        release.wait(30)
+        return real_read_back(fd, offset, count)
+
+    monkeypatch.setattr(pieces_module, "read_back", slow_read_back)
+    checks = 0
+
+    def cancel_once_waiting() -> None:  # more checks than chunks: some came from the wait
+        nonlocal checks
+        checks += 1
+        if checks > 20 and stuck.is_set():
+            release.set()
+            raise Canceled()
+
+    with pytest.raises(Canceled):
+        import_file(src, library / "f.mkv", mode="copy", check=cancel_once_waiting,
+                    progress=lambda *_: None, verify="pieces",
+                    pieces=one_file_pieces(src, 2 * 1024 * 1024))
+    assert list(library.iterdir()) == []
+    assert not pieces_threads()
 
 
 def test_a_flipped_byte_fails_the_import_and_leaves_nothing(

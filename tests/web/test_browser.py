@@ -172,15 +172,15 @@ def test_copy_progress_moves_on_the_open_page(
     (bytes, percent and rate come from the copy itself, pushed by the live stream)."""
     import time as clock
 
-    from umt.media.importing import copying
+    from umt.media.importing.transfer import KernelCopy
 
-    real_write = copying._write_all
+    real_copy = KernelCopy.copy
 
-    def slow_write(fd: int, data: memoryview) -> None:  # ~8 MiB in about 6 s
-        clock.sleep(0.09)
-        real_write(fd, data)
+    def slow_copy(self: KernelCopy, offset: int, count: int) -> int:  # ~8 MiB in about 6 s
+        clock.sleep(0.72 * count / (1024 * 1024))
+        return real_copy(self, offset, count)
 
-    monkeypatch.setattr(copying, "_write_all", slow_write)
+    monkeypatch.setattr(KernelCopy, "copy", slow_copy)
     client = QbtInstance.create(tmp_path / "client", local_host_auth=True)
     client.start()
     url = (f"sqlite:///{tmp_path}/umt.db" if backend == "sqlite"

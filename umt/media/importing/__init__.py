@@ -12,8 +12,9 @@ Modes (``library.import_mode``):
   btrfs/XFS/bcachefs), else a byte copy.
 - ``copy``: always a byte copy (never a reflink), hashed while copying.
 
-A copy is written to a deterministic temporary name beside the destination (see
-:func:`partial_path`), fsynced, checked, and published under the final name **without ever
+A copy is moved by the kernel (``sendfile``, chunk by chunk; see
+:mod:`umt.media.importing.transfer`) into a deterministic temporary name beside the destination
+(see :func:`partial_path`), fsynced, checked, and published under the final name **without ever
 replacing a file there** (``renameat2(RENAME_NOREPLACE)``, or on filesystems that cannot do that,
 a hard link, which fails on an existing name just as atomically, then the temporary name goes);
 then the folder is fsynced. The final name therefore only ever holds a complete file, and never
@@ -30,10 +31,13 @@ writes, a full disk and a source modified while it was being copied. On top of t
 
 - ``verify="pieces"`` (the default; see :mod:`umt.media.importing.pieces`): the bytes written are
   checked against the torrent's own v1 piece hashes (SHA-1) before the publish, on all cores
-  while copying; a mismatch raises :class:`PieceMismatch` and nothing is published. This proves
-  the library file is the published content, not only a faithful copy of the download.
-- ``verify="sha256"``: a SHA-256 of the bytes read, computed on a helper thread, recorded (the
-  catalog's ``content_hash``) but compared with nothing at import time.
+  while copying; a mismatch raises :class:`PieceMismatch` and nothing is published. The bytes
+  hashed are read back from the temporary file (from the page cache, right after they were
+  written), so this proves the library file is the published content, not only that the
+  download was.
+- ``verify="sha256"``: a SHA-256 of the bytes written (read back the same way), computed on a
+  helper thread, recorded (the catalog's ``content_hash``) but compared with nothing at import
+  time.
 - ``verify="size"``: nothing more.
 
 None of them catches corruption below the page cache (disk, controller, network filesystem) of

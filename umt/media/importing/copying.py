@@ -1,8 +1,7 @@
-"""Byte copies: written in cache-sized slices, hashed on helper threads while copying."""
+"""Byte copies: moved in the kernel chunk by chunk, the bytes written hashed on helper threads."""
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import queue
@@ -16,12 +15,15 @@ from types import TracebackType
 from umt.media.importing.failures import ImportFailure, NoSpace, SourceChanged, human
 from umt.media.importing.paths import remove_if_present
 from umt.media.importing.pieces import PieceHasher
+from umt.media.importing.readback import Window, read_back
+from umt.media.importing.transfer import KernelCopy
 from umt.media.importing.words import DEFAULT_CHUNK_SIZE, CheckFn, ProgressFn
 
 PROGRESS_INTERVAL_SECONDS = 0.5
-_CREATE_PARTIAL = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-_IO_SLICE = 128 * 1024
-_HASH_GROUP = 1024 * 1024
+#: Readable: what was written is read back to be hashed.
+_CREATE_PARTIAL = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+#: The largest chunk copied between two checks for a cancel or a lost lease.
+_CHUNK_BYTES = 1024 * 1024
 
 
 @contextmanager
@@ -55,60 +57,35 @@ def copy_data(
     progress: ProgressFn,
     pieces: PieceHasher | None = None,
 ) -> str | None:
-    """Copy ``total`` bytes; the SHA-256 of them when ``hashing``. With ``pieces``, every piece
-    of the torrent the file touches is checked as it is copied (and no SHA-256 is computed)."""
+    """Copy the source (``total`` bytes at the start) to the empty ``dst_fd``, which must be
+    readable; the SHA-256 of the bytes written when ``hashing``. With ``pieces`` (reading
+    ``dst_fd``), every piece of the torrent the file touches is checked as it is written, and
+    no SHA-256 is computed."""
     os.posix_fadvise(src_fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
     report = _ThrottledProgress(progress, total)
-    group = min(chunk_size, _HASH_GROUP)
-    buffers: _HashingBuffers | _PlainBuffer | PieceHasher
+    chunk = min(chunk_size, _CHUNK_BYTES)
+    verifier: _Unverified | _Sha256OfWritten | PieceHasher
     if pieces is not None:
-        buffers = pieces
+        verifier = pieces
     else:
-        buffers = _HashingBuffers(group) if hashing else _PlainBuffer(group)
-    with buffers:
+        verifier = _Sha256OfWritten(dst_fd, chunk) if hashing else _Unverified(chunk)
+    with verifier, KernelCopy(src_fd, dst_fd) as kernel:
         copied = 0
         while True:
-            # Before every buffer (at most chunk_size bytes, usually 1 MiB or less): check() is
-            # an in-memory flag, and a slow disk must not delay a cancel or a lost lease by a
-            # whole chunk (a worker fences itself a sixth of a lease before another takes over).
+            # Before every chunk (at most chunk_size bytes, 1 MiB or less): check() is an
+            # in-memory flag, and a slow disk must not delay a cancel or a lost lease by more
+            # than a chunk (a worker fences itself a sixth of a lease before another takes over).
             check()
-            taken = buffers.take()
-            if taken is None:
+            wanted = verifier.next_chunk(check)
+            if wanted is None:
                 break
-            buffer, view = taken
-            filled = _copy_into(src_fd, dst_fd, view)
-            if filled == 0:
-                buffers.give_back(buffer)
+            count = kernel.copy(copied, wanted)
+            verifier.ready(copied, count)
+            if count == 0:
                 break
-            buffers.hash(buffer, filled)
-            copied += filled
+            copied += count
             report(copied)
-        return buffers.hexdigest()
-
-
-def _copy_into(src_fd: int, dst_fd: int, buffer: memoryview) -> int:
-    """Copy up to ``len(buffer)`` bytes through ``buffer``; return how many (0 at end of file).
-
-    Each slice is written while it is still in the CPU cache: with 8 MiB reads and writes the
-    same copy measured 2-3x slower in the kernel than with 128 KiB ones (what ``cp`` uses).
-    """
-    filled = 0
-    while filled < len(buffer):
-        piece = buffer[filled : filled + _IO_SLICE]
-        count = os.readv(src_fd, [piece])
-        if count == 0:
-            break
-        _write_all(dst_fd, piece[:count])
-        filled += count
-    return filled
-
-
-def _write_all(fd: int, data: memoryview) -> None:
-    while data:
-        written = os.write(fd, data)
-        if written == 0:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        data = data[written:]
+        return verifier.result()
 
 
 def check_complete(src: Path, src_fd: int, before: os.stat_result, dst_fd: int) -> None:
@@ -120,54 +97,48 @@ def check_complete(src: Path, src_fd: int, before: os.stat_result, dst_fd: int) 
         raise ImportFailure(f"import of {src} wrote {written} of {before.st_size} bytes")
 
 
-class _PlainBuffer:
-    """One reusable buffer and no hashing (``verify="size"``)."""
+class _Unverified:
+    """Fixed-size chunks until the source ends, and no hashing (``verify="size"``)."""
 
-    def __init__(self, buffer_size: int) -> None:
-        self._buffer = bytearray(buffer_size)
+    def __init__(self, chunk: int) -> None:
+        self._chunk = chunk
 
-    def __enter__(self) -> _PlainBuffer:
+    def __enter__(self) -> _Unverified:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         return None
 
-    def take(self) -> tuple[bytearray, memoryview]:
-        return self._buffer, memoryview(self._buffer)
+    def next_chunk(self, check: CheckFn) -> int:
+        return self._chunk
 
-    def give_back(self, buffer: bytearray) -> None:
+    def ready(self, offset: int, count: int) -> None:
         return None
 
-    def hash(self, buffer: bytearray, count: int) -> None:
-        return None
-
-    def hexdigest(self) -> str | None:
+    def result(self) -> None:
         return None
 
 
-class _HashingBuffers:
-    """A few buffers hashed in order on a helper thread while the caller writes them.
+class _Sha256OfWritten:
+    """The SHA-256 of the bytes written, read back in order on a helper thread while the copy
+    goes on (SHA-256 runs at about the speed of the copy itself: on the copying thread it would
+    nearly halve throughput; hashlib releases the GIL, so the helper really runs in parallel).
+    Fixed-size chunks until the source ends."""
 
-    SHA-256 runs at about 1.7 GB/s per core, close to the speed of the copy itself, so hashing on
-    the copying thread nearly halves throughput. hashlib releases the GIL for large buffers, so
-    the helper thread really runs in parallel. A buffer returns to the free list only once it is
-    hashed, so the caller never overwrites bytes that are not hashed yet.
-    """
+    _WINDOW_CHUNKS = 16
 
-    _DEPTH = 4
-
-    def __init__(self, buffer_size: int) -> None:
+    def __init__(self, fd: int, chunk: int) -> None:
+        self._fd = fd
+        self._chunk = chunk
         self._digest = hashlib.sha256()
-        self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
-        self._pending: queue.SimpleQueue[tuple[bytearray, int] | None] = queue.SimpleQueue()
+        self._window = Window(self._WINDOW_CHUNKS)
+        self._pending: queue.SimpleQueue[tuple[int, int] | None] = queue.SimpleQueue()
         self._failure: BaseException | None = None
-        for _ in range(self._DEPTH):
-            self._free.put(bytearray(buffer_size))
         self._thread = threading.Thread(
             target=self._hash_pending, name="umt-import-sha256", daemon=True
         )
 
-    def __enter__(self) -> _HashingBuffers:
+    def __enter__(self) -> _Sha256OfWritten:
         self._thread.start()
         return self
 
@@ -179,17 +150,17 @@ class _HashingBuffers:
     ) -> None:
         self._stop()
 
-    def take(self) -> tuple[bytearray, memoryview]:
-        buffer = self._free.get()
-        return buffer, memoryview(buffer)
+    def next_chunk(self, check: CheckFn) -> int:
+        self._window.enter(check)
+        return self._chunk
 
-    def give_back(self, buffer: bytearray) -> None:
-        self._free.put(buffer)
+    def ready(self, offset: int, count: int) -> None:
+        if count == 0:
+            self._window.leave()
+        else:
+            self._pending.put((offset, count))
 
-    def hash(self, buffer: bytearray, count: int) -> None:
-        self._pending.put((buffer, count))
-
-    def hexdigest(self) -> str:
+    def result(self) -> str:
         self._stop()
         if self._failure is not None:
             raise ImportFailure(f"hashing failed: {self._failure!r}") from self._failure
@@ -202,13 +173,17 @@ class _HashingBuffers:
 
     def _hash_pending(self) -> None:
         while (item := self._pending.get()) is not None:
-            buffer, count = item
+            offset, count = item
             try:
                 if self._failure is None:
-                    self._digest.update(memoryview(buffer)[:count])
-            except BaseException as exc:  # surfaced by hexdigest(); the buffer must come back
+                    view = read_back(self._fd, offset, count)
+                    if len(view) != count:
+                        raise ImportFailure(f"read back {len(view)} of {count} bytes written")
+                    self._digest.update(view)
+            except BaseException as exc:  # surfaced by result(); the window must not stay full
                 self._failure = exc
-            self._free.put(buffer)
+            finally:
+                self._window.leave()
 
 
 class _ThrottledProgress:

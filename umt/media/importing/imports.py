@@ -65,9 +65,9 @@ def import_file(
     itself, hardlinked by an earlier attempt: then that import is returned), also when it appears
     while the copy runs. Call :func:`holds_import` first to skip an import that already finished.
 
-    ``check()`` is called before every buffer copied (at most ``chunk_size`` bytes, 1 MiB or
-    less by default), so a cancel stops the copy within one buffer; ``progress`` at most every
-    0.5 s and once at the end.
+    ``check()`` is called before every chunk copied (at most ``chunk_size`` bytes, 1 MiB or
+    less), and every 0.1 s while the copy waits for the hashing threads, so a cancel stops the
+    copy within one chunk; ``progress`` at most every 0.5 s and once at the end.
 
     ``verify="pieces"`` needs ``pieces``: a copy is then checked piece by piece against the
     torrent's hashes before it is published, and a mismatch raises :class:`PieceMismatch` with
@@ -148,7 +148,8 @@ def _import_by_writing(
         else:
             method = "copy"
             ensure_space(publish.dest.parent, needed, src)
-            hasher = None if pieces is None else PieceHasher(pieces, before.st_size, src.name)
+            hasher = (None if pieces is None
+                      else PieceHasher(pieces, before.st_size, src.name, dst_fd))
             digest = copy_data(
                 src_fd,
                 dst_fd,

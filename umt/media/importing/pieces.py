@@ -5,7 +5,8 @@ other in that stream, so a file's first and last pieces may also hold bytes of i
 :class:`FilePieces` carries what the torrent says about one file: the hashes of the pieces it
 touches and the neighbours' bytes in its first and last piece (``head`` and ``tail``, read from
 the download by the caller). Pieces are independent, so they are hashed in parallel on a thread
-pool while the file is read once (hashlib releases the GIL for buffers this large).
+pool while the file is read once (hashlib releases the GIL for buffers this large). What is
+hashed is read back from the file being checked: for an import, the copy just written.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from umt.media.importing.failures import ImportFailure
+from umt.media.importing.readback import Window, read_back
 from umt.media.importing.words import CheckFn
 
-#: Bytes copied and hashed per buffer: small enough to be hashed while still in the CPU cache,
-#: large enough that one task per buffer of small (16 KiB) pieces costs little in scheduling.
-#: (1 GB warm, 8 MiB pieces: 1.13 CPU-seconds with 256 KiB buffers, 1.35 with 1 or 4 MiB.)
-_CHUNK_BYTES = 256 * 1024
-#: Buffers in flight stay below this many bytes, whatever the piece size.
-_MAX_BUFFERED = 256 * 1024 * 1024
+#: Bytes copied and read back per chunk: a chunk read back is hashed from the CPU cache, and a
+#: cancel is noticed between chunks (1 MiB takes 0.25 s on a disk writing 4 MB/s).
+_CHUNK_BYTES = 1024 * 1024
+#: Chunks written and not hashed yet stay below this many bytes, whatever the piece size.
+_MAX_AHEAD = 256 * 1024 * 1024
 _SHA1_SIZE = 20
 
 
@@ -102,19 +103,20 @@ def _lanes(pieces: FilePieces) -> Iterator[_Lane]:
 
 
 class PieceHasher:
-    """Hands out buffers aligned on piece boundaries and checks the pieces on a thread pool.
+    """Plans the chunks of a file along piece boundaries and checks the pieces on a thread pool,
+    reading each chunk back from ``fd`` once the caller says it is there.
 
-    ``take()`` gives the next buffer to fill with exactly the view's length of the file's bytes,
-    ``hash()`` hands it back filled, ``finish()`` waits for every piece and raises
-    :class:`PieceMismatch` for the first piece that does not match; a mismatch found while the
-    copy still runs stops it at the next ``take()``.
+    ``next_chunk(check)`` gives the size of the next chunk (None once every piece is handed
+    out), ``ready(offset, count)`` says it can be read, ``finish()`` waits for every piece and
+    raises :class:`PieceMismatch` for the first piece that does not match; a mismatch found
+    while the copy still runs stops it at the next ``next_chunk()``.
 
-    Buffers are cache-sized (256 KiB) and each piece is hashed by one task as its chunks
-    arrive, while the bytes are still in the CPU cache: hashing whole 8 MiB pieces after they
+    Each piece is hashed by one task as its chunks arrive, while they are still in the page
+    cache and the chunk read back is in the CPU cache: hashing whole 8 MiB pieces after they
     were copied measured twice as slow. Consecutive pieces go to different threads.
     """
 
-    def __init__(self, pieces: FilePieces, size: int, name: str,
+    def __init__(self, pieces: FilePieces, size: int, name: str, fd: int,
                  workers: int | None = None) -> None:
         try:
             pieces.check_shape(size)
@@ -122,67 +124,59 @@ class PieceHasher:
             raise PieceMismatch(f"{name} is not the file its torrent describes: {exc}") from None
         self._pieces = pieces
         self._name = name
+        self._fd = fd
         self._plan = _chunks_in_order(_lanes(pieces))
-        self._lane: queue.SimpleQueue[tuple[bytearray, int] | None] | None = None
-        self._open: list[queue.SimpleQueue[tuple[bytearray, int] | None]] = []
+        self._lane: queue.SimpleQueue[tuple[int, int] | None] | None = None
+        self._open: list[queue.SimpleQueue[tuple[int, int] | None]] = []
         self._wanted = 0
         workers = workers or os.cpu_count() or 1
         chunk = min(_CHUNK_BYTES, max(pieces.piece_length, _CHUNK_BYTES // pieces.piece_length
                                       * pieces.piece_length))
         per_piece = -(-pieces.piece_length // _CHUNK_BYTES)
-        depth = max(4, min(_MAX_BUFFERED // chunk, (max(workers, 2) * per_piece) + 4))
-        self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
-        for _ in range(depth):
-            self._free.put(bytearray(chunk))
+        self._window = Window(max(4, min(_MAX_AHEAD // chunk, max(workers, 2) * per_piece + 4)))
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="umt-pieces")
         self._futures: list[Future[None]] = []
         self._lock = threading.Lock()
         self._mismatch: str | None = None
         self._failure: BaseException | None = None
         self._checked = 0
+        self._closing = False
 
     def __enter__(self) -> PieceHasher:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._closing = True  # chunks still queued are not worth hashing any more
         for lane in self._open:  # a lane still waiting for chunks that will not come
             lane.put(None)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def take(self) -> tuple[bytearray, memoryview] | None:
-        """The next buffer and the view of it to fill; None once every piece is handed out.
-
-        (A buffer comes back to the free list only once it is hashed, so bytes not hashed yet
-        are never overwritten.)"""
+    def next_chunk(self, check: CheckFn) -> int | None:
+        """The size of the next chunk to make ready, once the window has room for it (calling
+        ``check()`` while it waits); None once every piece is handed out."""
         self._raise_failure()
         step = next(self._plan, None)
         if step is None:
             return None
-        lane, self._wanted, opens = step
+        lane, wanted, opens = step
+        self._window.enter(check)
+        self._wanted = wanted
         if opens:
             self._lane = queue.SimpleQueue()
             self._open.append(self._lane)
             self._futures.append(self._pool.submit(self._hash_lane, lane, self._lane))
-        buffer = self._free.get()
-        return buffer, memoryview(buffer)[: self._wanted]
+        return wanted
 
-    def give_back(self, buffer: bytearray) -> None:
-        """``buffer`` comes back unfilled: the file ended before the bytes it was taken for."""
-        self._free.put(buffer)
-        if self._lane is not None:
-            self._lane.put(None)  # its lane will get no more chunks
-
-    def hash(self, buffer: bytearray, count: int) -> None:
-        """``buffer`` holds ``count`` bytes of the file, those the last ``take()`` asked for."""
+    def ready(self, offset: int, count: int) -> None:
+        """``count`` bytes at ``offset``, the chunk the last ``next_chunk()`` asked for, can be
+        read from ``fd``; fewer than asked means the file ended early."""
         assert self._lane is not None
         if count != self._wanted:
-            self._free.put(buffer)
-            raise ImportFailure(
-                f"{self._name} ended after fewer bytes than its torrent describes"
-            )
-        self._lane.put((buffer, count))
+            self._window.leave()
+            raise ImportFailure(self._ended_early(offset + count))
+        self._lane.put((offset, count))
 
-    def hexdigest(self) -> None:
+    def result(self) -> None:
         """Wait for every piece (there is no digest of the whole file to give)."""
         self.finish()
 
@@ -197,16 +191,23 @@ class PieceHasher:
             )
         return self._checked
 
+    def _ended_early(self, end: int) -> str:
+        return (f"{self._name} ended after {end} bytes, before the {self._pieces.size} its "
+                "torrent describes")
+
     def _raise_failure(self) -> None:
         if self._mismatch is not None:
             raise PieceMismatch(self._mismatch)
-        if self._failure is not None:
-            raise ImportFailure(f"hashing failed: {self._failure!r}") from self._failure
+        failure = self._failure
+        if isinstance(failure, ImportFailure):
+            raise ImportFailure(str(failure)) from failure
+        if failure is not None:
+            raise ImportFailure(f"hashing failed: {failure!r}") from failure
 
-    def _hash_lane(self, lane: _Lane, chunks: queue.SimpleQueue[tuple[bytearray, int] | None]
+    def _hash_lane(self, lane: _Lane, chunks: queue.SimpleQueue[tuple[int, int] | None]
                    ) -> None:
-        """Hash the lane's pieces from its chunks, in order; every chunk goes back to the free
-        list, also after a mismatch or a failure (the copy waits for free buffers)."""
+        """Hash the lane's pieces from its chunks, in order; every chunk leaves the window,
+        also after a mismatch or a failure (the copy waits for room in it)."""
         pieces = self._pieces
         index = lane.first
         digest = self._new_digest(index)
@@ -214,11 +215,13 @@ class PieceHasher:
         good = True
         for _ in lane.chunks:
             item = chunks.get()
-            if item is None:
+            if item is None or self._closing:
                 return
-            buffer, count = item
+            offset, count = item
             try:
-                view = memoryview(buffer)[:count]
+                view = read_back(self._fd, offset, count) if good else memoryview(b"")
+                if good and len(view) != count:
+                    raise ImportFailure(self._ended_early(offset + len(view)))
                 while good and view:
                     taken = min(left, len(view))
                     digest.update(view[:taken])
@@ -230,12 +233,12 @@ class PieceHasher:
                             digest = self._new_digest(index)
                             start, end = pieces.file_range(index)
                             left = end - start
-            except BaseException as exc:  # surfaced by take() or finish()
+            except BaseException as exc:  # surfaced by next_chunk() or finish()
                 with self._lock:
                     self._failure = self._failure or exc
                 good = False
             finally:
-                self._free.put(buffer)
+                self._window.leave()
 
     def _new_digest(self, index: int) -> Any:
         digest = hashlib.sha1(usedforsecurity=False)
@@ -272,17 +275,18 @@ def check_file_pieces(path: Path, pieces: FilePieces, *, check: CheckFn) -> int:
     """Read ``path`` once and check every piece it touches; the number of pieces checked.
 
     Raises :class:`PieceMismatch` (or :class:`ImportFailure` when the size is not the
-    torrent's). ``check()`` is called between buffers, so a cancel stops the read.
+    torrent's). ``check()`` is called between chunks, so a cancel stops the read.
     """
     with open(path, "rb", buffering=0) as file:
-        size = os.fstat(file.fileno()).st_size
-        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        with PieceHasher(pieces, size, path.name) as hasher:
-            while (taken := hasher.take()) is not None:
+        fd = file.fileno()
+        size = os.fstat(fd).st_size
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        with PieceHasher(pieces, size, path.name, fd) as hasher:
+            offset = 0
+            while (wanted := hasher.next_chunk(check)) is not None:
                 check()
-                buffer, view = taken
-                filled = 0
-                while filled < len(view) and (count := file.readinto(view[filled:])):
-                    filled += count
-                hasher.hash(buffer, filled)
+                # The threads read the pieces side by side; read ahead in file order for them.
+                os.posix_fadvise(fd, offset, wanted, os.POSIX_FADV_WILLNEED)
+                hasher.ready(offset, wanted)
+                offset += wanted
             return hasher.finish()
