@@ -16,13 +16,14 @@ from umt.cli.entry import hook_call
 #: What an untracked torrent's hook must not import: the CLI framework, the terminal renderer,
 #: the settings models (it reads its settings with ``umt.config_hook``), duration parsers (it
 #: parses none), an HTTP client (it fetches nothing), the PostgreSQL driver and the qBittorrent
-#: client (umt's adapter included), and the import and naming code the models name.
+#: client (umt's adapter included), the import and naming code the models name, and (no program
+#: to chain) subprocess.
 NOT_NEEDED = ("typer", "click", "rich", "pydantic", "pydantic_core", "pydantic_settings",
               "asyncio", "pytimeparse", "isodate", "platformdirs", "urllib.request", "http",
               "ssl", "psycopg", "psycopg_pool", "qbittorrentapi", "requests", "urllib3",
               "umt.cli.main", "umt.cli.commands", "umt.config", "umt.media.qbittorrent",
               "umt.media.downloads", "umt.media.sources", "umt.media.importing",
-              "umt.media.naming")
+              "umt.media.naming", "subprocess")
 EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.toml"
 
 def _probe(cli: Cli, *args: str) -> tuple[dict[str, object], str]:

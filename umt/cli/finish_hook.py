@@ -7,7 +7,6 @@ since qBittorrent starts the hook for every torrent it finishes, most of them ot
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,6 +101,8 @@ def signal_then_run(app: Application, info_hash: str, previous: list[str]) -> in
 def run_previous(argv: list[str]) -> int:
     """Runs the user's program on our own stdin/stdout/stderr, after what umt wrote there; its
     exit status, shell-style."""
+    import subprocess  # here: the plain hook (no program to chain) does not need it
+
     sys.stderr.flush()
     sys.stdout.flush()
     try:
