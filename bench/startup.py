@@ -23,7 +23,8 @@ the median CPU time (user + system) of the process, which a machine shared with 
 inflates much less than the wall time.
 ``--baseline PATH`` adds each umt command a second time with ``PYTHONPATH=PATH`` (a checkout or
 ``git archive`` snapshot of another umt, e.g. ``main``), interleaved in the same rounds, so a
-change is compared with its baseline under the same load.
+change is compared with its baseline under the same load; the baseline has a config and
+database of its own (its runs may record another input for the same magnet).
 With ``hyperfine`` installed (``apt-get install hyperfine``) the static commands are measured
 by it too, as a cross-check (``--shell=none``, same warm-up and run counts).
 
@@ -86,7 +87,10 @@ class Command:
         return [part.replace("{hash}", f"{run_no:040x}") for part in self.argv_template]
 
 
-def commands(config: Path, baseline: Path | None = None) -> list[Command]:
+def commands(config: Path, baseline: Path | None = None,
+             baseline_config: Path | None = None) -> list[Command]:
+    """The timed commands; a baseline's run on ``baseline_config``, a database of its own (its
+    start-acquire may record another input for the same magnet: an idempotency conflict)."""
     umt = [str(UMT), "--config", str(config)]
     cmds = [
         Command("floor", "python -c pass (floor)", [str(PYTHON), "-c", "pass"]),
@@ -102,35 +106,41 @@ def commands(config: Path, baseline: Path | None = None) -> list[Command]:
         Command("hook-chained", "umt hook download-done HASH -- true (a chained finish program)",
                 [*umt, "hook", "download-done", FOREIGN_HASH, "--", TRUE], silent=True),
     ]
-    if baseline is not None:
+    if baseline is not None and baseline_config is not None:
         # The venv's console script names this tree's entry point; the baseline's may differ.
         entry = "umt.cli.entry" if (baseline / "umt/cli/entry.py").exists() else "umt.cli.main"
         script = [str(PYTHON), "-c", f"import sys; from {entry} import main; sys.exit(main())"]
         cmds += [
             Command(f"{c.key}@baseline", f"{c.label} [baseline]",
-                    [*script, *c.argv_template[1:]], c.created, c.static, c.silent,
-                    {"PYTHONPATH": str(baseline)})
+                    [*script, *(str(baseline_config) if part == str(config) else part
+                                for part in c.argv_template[1:])],
+                    c.created, c.static, c.silent, {"PYTHONPATH": str(baseline)})
             for c in cmds if c.key != "floor"]
     return cmds
 
 
 @contextmanager
 def throwaway_home() -> Iterator[tuple[Path, dict[str, str]]]:
-    """A temporary folder with a config (SQLite database, library) and an environment using it."""
+    """A temporary folder and an environment using it (no user config, no ``UMT_*``)."""
     home = Path(tempfile.mkdtemp(prefix="umt-bench-startup-"))
     try:
-        (home / "library").mkdir()
-        config = home / "config.toml"
-        config.write_text(f'[database]\nurl = "sqlite:///{home}/umt.db"\n\n'
-                          f'[library]\ndir = "{home}/library"\n')
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("UMT_", "PYTHON", "XDG_"))}
         env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
                    XDG_DATA_HOME=str(home / ".local/share"),
                    XDG_CACHE_HOME=str(home / ".cache"), COLUMNS="100")
-        yield config, env
+        yield home, env
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def write_config(folder: Path) -> Path:
+    """A config in ``folder`` with an embedded SQLite database and a library beside it."""
+    (folder / "library").mkdir(parents=True)
+    config = folder / "config.toml"
+    config.write_text(f'[database]\nurl = "sqlite:///{folder}/umt.db"\n\n'
+                      f'[library]\ndir = "{folder}/library"\n')
+    return config
 
 
 def _children_cpu() -> float:
@@ -254,11 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     load_start = _uptime()
     log(f"results in {out}; {load_start}")
-    with throwaway_home() as (config, env):
-        cwd = config.parent
-        cmds = commands(config, args.baseline)
-        # Create and migrate the database, and the idempotent magnet's run, before any timing.
-        subprocess.run(cmds[3].argv(0), env=env, cwd=cwd, check=True, capture_output=True)
+    with throwaway_home() as (cwd, env):
+        config = write_config(cwd)
+        baseline_config = write_config(cwd / "baseline") if args.baseline else None
+        cmds = commands(config, args.baseline, baseline_config)
+        # Create and migrate each database, and the idempotent magnet's run, before any timing.
+        for command in cmds:
+            if command.key.startswith("start-same"):
+                subprocess.run(command.argv(0), env={**env, **(command.env or {})}, cwd=cwd,
+                               check=True, capture_output=True)
         times: dict[str, list[float]] = {c.key: [] for c in cmds}
         cpu: dict[str, list[float]] = {c.key: [] for c in cmds}
         run_no = 1

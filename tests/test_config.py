@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import umt.config as config
+import umt.config_sources as config_sources
 from tests.support.unprivileged import as_nobody, reachable_folder
 from umt.config import (
     ENV_VARS,
@@ -28,7 +29,7 @@ SECRET = "hunter2-s3cret"
 def no_default_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the default config path into tmp_path so the developer's own file never leaks in."""
     default = tmp_path / "default-config" / "config.toml"
-    monkeypatch.setattr(config, "default_config_path", lambda: default)
+    monkeypatch.setattr(config_sources, "default_config_path", lambda: default)
     return default
 
 

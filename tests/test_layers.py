@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 UMT = Path(__file__).resolve().parents[1] / "umt"
-LAYERS = [{"cli", "web"}, {"app"}, {"config"}, {"media"}, {"records"}, {"engine"}]
+LAYERS = [{"cli", "web"}, {"app"}, {"config", "config_sources", "config_values", "config_hook"},
+          {"media"}, {"records"}, {"engine"}]
 LEAVES = {"textsafe"}
 SQL_DRIVERS = {"psycopg", "psycopg_pool", "sqlite3"}
 

@@ -11,9 +11,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from umt.config import Settings
-
 if TYPE_CHECKING:
+    from umt.config import Settings
     from umt.engine import Engine, Registry, StartResult, WorkerOptions, Workflow
     from umt.media.mediaservers import MediaServer
     from umt.media.pathmap import PathMap
@@ -33,10 +32,7 @@ class App:
 
     @property
     def schemas(self) -> tuple[str, str]:
-        from umt.records import business_schema
-
-        engine_schema = self.settings.engine.db_schema
-        return engine_schema, business_schema(engine_schema)
+        return database_schemas(self.settings.engine.db_schema)
 
     def engine(self, *, migrate_embedded: bool = True, check_schema: bool = True) -> Engine:
         """The engine on the configured database.
@@ -46,24 +42,13 @@ class App:
         """
         if self._engine is not None:
             return self._engine
-        from umt.engine import Engine, open_database
-        from umt.records import RECORDS_MIGRATIONS
-
-        database = open_database(
-            self.settings.database_url(), schemas=self.schemas, pool_size=self._pool_size,
-            sqlite_poll_interval=self.settings.engine.sqlite_poll_interval.total_seconds(),
-            lease=self.settings.engine.lease,
+        engine = open_engine(
+            self.settings.database_url(), self.settings.engine.db_schema,
+            pool_size=self._pool_size,
+            sqlite_poll_interval=self.settings.engine.sqlite_poll_interval,
+            lease=self.settings.engine.lease, signal_ttl=self.settings.engine.signal_ttl,
+            migrate_embedded=migrate_embedded, check_schema=check_schema,
         )
-        engine = Engine(database, signal_ttl=self.settings.engine.signal_ttl,
-                        migration_sets=[RECORDS_MIGRATIONS])
-        try:
-            if migrate_embedded and database.dialect == "sqlite":
-                engine.migrate()
-            elif check_schema:
-                engine.require_schema()
-        except BaseException:
-            engine.close()
-            raise
         self._engine = engine
         return engine
 
@@ -209,3 +194,34 @@ class App:
             verify=library.verify,
             file_mode=file_mode, dir_mode=dir_mode, group_id=group_id,
         )
+
+
+def database_schemas(engine_schema: str) -> tuple[str, str]:
+    """The engine's schema and the records' beside it."""
+    from umt.records import business_schema
+
+    return engine_schema, business_schema(engine_schema)
+
+
+def open_engine(url: str, engine_schema: str, *, pool_size: int,
+                sqlite_poll_interval: timedelta, lease: timedelta, signal_ttl: timedelta,
+                migrate_embedded: bool = True, check_schema: bool = True) -> Engine:
+    """The engine on ``url``: the embedded SQLite database is created and migrated on first use
+    (``migrate_embedded``); PostgreSQL is only migrated by ``umt db migrate`` and refused until
+    then (``check_schema``). Also the finish hook's, which reads its settings without ``App``."""
+    from umt.engine import Engine, open_database
+    from umt.records import RECORDS_MIGRATIONS
+
+    database = open_database(url, schemas=database_schemas(engine_schema), pool_size=pool_size,
+                             sqlite_poll_interval=sqlite_poll_interval.total_seconds(),
+                             lease=lease)
+    engine = Engine(database, signal_ttl=signal_ttl, migration_sets=[RECORDS_MIGRATIONS])
+    try:
+        if migrate_embedded and database.dialect == "sqlite":
+            engine.migrate()
+        elif check_schema:
+            engine.require_schema()
+    except BaseException:
+        engine.close()
+        raise
+    return engine

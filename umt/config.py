@@ -6,19 +6,15 @@ message naming the file, key or variable. ``config.example.toml`` documents ever
 
 from __future__ import annotations
 
-import difflib
 import grp
 import os
 import re
-import shlex
 import string
-import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -32,18 +28,32 @@ from pydantic import (
     field_validator,
 )
 
+from umt.config_sources import (
+    CONFIG_ENV_VAR,
+    ENV_VARS,
+    ConfigError,
+    default_config_path,
+    default_data_dir,
+    did_you_mean,
+    env_values,
+    env_warnings,
+    file_permission_warnings,
+    read_toml,
+    resolve_config_path,
+    secret_keys,
+)
+from umt.config_values import TEN_YEARS, check_schema, http_url, off
+from umt.config_values import duration as _duration
 from umt.engine import (
     DatabaseTarget,
     InvalidDatabaseUrl,
-    InvalidDuration,
     format_duration,
     mask_database_url,
-    parse_duration,
 )
 from umt.engine import parse_database_url as _parse_database_url
 from umt.media.importing import ImportMode, VerifyMode
 from umt.media.naming import DEFAULT_TEMPLATE, TemplateError, validate_template
-from umt.textsafe import is_utf8, redact_url
+from umt.textsafe import redact_url
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -69,60 +79,13 @@ __all__ = [
     "setting_keys",
 ]
 
-APP_NAME: Final = "umt"
-CONFIG_ENV_VAR: Final = "UMT_CONFIG"
-
-#: Setting (``section.key``) -> environment variable. Users and scripts rely on these names.
-ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "database.url": "UMT_DATABASE_URL",
-        "qbittorrent.url": "UMT_QBITTORRENT_URL",
-        "qbittorrent.username": "UMT_QBITTORRENT_USERNAME",
-        "qbittorrent.password": "UMT_QBITTORRENT_PASSWORD",
-        "qbittorrent.download_dir": "UMT_DOWNLOAD_DIR",
-        "qbittorrent.category": "UMT_CATEGORY",
-        "qbittorrent.timeout": "UMT_QBITTORRENT_TIMEOUT",
-        "qbittorrent.path_map": "UMT_QBITTORRENT_PATH_MAP",
-        "qbittorrent.reconcile_interval": "UMT_QBITTORRENT_RECONCILE_INTERVAL",
-        "library.dir": "UMT_LIBRARY_DIR",
-        "library.import_mode": "UMT_IMPORT_MODE",
-        "library.naming_template": "UMT_LIBRARY_NAMING_TEMPLATE",
-        "library.all_files": "UMT_LIBRARY_ALL_FILES",
-        "library.verify": "UMT_LIBRARY_VERIFY",
-        "library.file_mode": "UMT_LIBRARY_FILE_MODE",
-        "library.dir_mode": "UMT_LIBRARY_DIR_MODE",
-        "library.group": "UMT_LIBRARY_GROUP",
-        "acquire.retention": "UMT_RETENTION",
-        "acquire.download_timeout": "UMT_ACQUIRE_DOWNLOAD_TIMEOUT",
-        "acquire.stall_timeout": "UMT_ACQUIRE_STALL_TIMEOUT",
-        "engine.lease": "UMT_ENGINE_LEASE",
-        "engine.poll_interval": "UMT_ENGINE_POLL_INTERVAL",
-        "engine.sqlite_poll_interval": "UMT_ENGINE_SQLITE_POLL_INTERVAL",
-        "engine.signal_ttl": "UMT_ENGINE_SIGNAL_TTL",
-        "engine.concurrency": "UMT_ENGINE_CONCURRENCY",
-        "engine.schema": "UMT_ENGINE_SCHEMA",
-        "notify.urls": "UMT_NOTIFY_URLS",
-        "notify.attempts": "UMT_NOTIFY_ATTEMPTS",
-        "notify.retry_interval": "UMT_NOTIFY_RETRY_INTERVAL",
-    }
-)
-
 _SECRET_KEYS: Final = frozenset({"database.url", "qbittorrent.password", "notify.urls"})
 #: Keys whose value is a URL: shown only with userinfo and query values masked.
 _URL_KEYS: Final = frozenset({"qbittorrent.url"})
 #: Steps a worker executes at once; each holds a database connection.
 MAX_CONCURRENCY: Final = 64
-#: 63 bytes (PostgreSQL's identifiers) less the longest suffix umt derives ("_media", ".workers").
-MAX_SCHEMA_CHARS: Final = 55
 #: A value shown in an error message is cut to this many characters.
 _SHOWN_CHARS: Final = 80
-_GROUP_OR_OTHER_READABLE: Final = 0o044
-
-
-class ConfigError(Exception):
-    """Unusable configuration; the one-line message names the file, key or variable."""
-
-    exit_code = 2  # bad input, as the command line reports it
 
 
 # --------------------------------------------------------------------------- database URLs
@@ -136,27 +99,7 @@ def parse_database_url(url: str, *, cwd: Path | None = None) -> DatabaseTarget:
         raise ConfigError(str(exc)) from None
 
 
-def _url_has_password(url: str) -> bool:
-    return mask_database_url(url) != url
-
-
 # --------------------------------------------------------------------------- field types
-
-
-def _duration(value: object) -> object:
-    """Accept duration text, a bare number of seconds (TOML ints and floats), or a timedelta."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        value = str(value)
-    if isinstance(value, str):
-        try:
-            return parse_duration(value)
-        except InvalidDuration as error:
-            raise ValueError(str(error)) from None
-    if isinstance(value, timedelta):
-        if value < timedelta(0):
-            raise ValueError("must not be negative")
-        return value
-    raise ValueError(f"expected a duration such as '30s' or '7d', got {value!r}")
 
 
 def _positive(value: timedelta) -> timedelta:
@@ -183,8 +126,6 @@ def _at_least(limit: timedelta) -> AfterValidator:
     return AfterValidator(check)
 
 
-#: The documented bounds of every duration setting (README, "Limits").
-TEN_YEARS = timedelta(days=3650)
 Duration = Annotated[timedelta, BeforeValidator(_duration), _at_most(TEN_YEARS)]
 PositiveDuration = Annotated[
     timedelta, BeforeValidator(_duration), AfterValidator(_positive), _at_most(TEN_YEARS)
@@ -199,18 +140,9 @@ IntervalDuration = Annotated[
 ]
 
 
-def _off(value: object) -> object:
-    """``off`` (or 0) switches an optional duration off."""
-    if isinstance(value, str) and value.strip().lower() in ("off", "0"):
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool) and value == 0:
-        return None
-    return value
-
-
 #: A duration that can be switched off with ``off`` or 0 (None).
-OptionalDuration = Annotated[PositiveDuration | None, BeforeValidator(_off)]
-OptionalInterval = Annotated[IntervalDuration | None, BeforeValidator(_off)]
+OptionalDuration = Annotated[PositiveDuration | None, BeforeValidator(off)]
+OptionalInterval = Annotated[IntervalDuration | None, BeforeValidator(off)]
 RequestTimeout = Annotated[
     timedelta, BeforeValidator(_duration), AfterValidator(_positive),
     _at_most(timedelta(minutes=10)),
@@ -226,33 +158,8 @@ def _non_empty(value: str) -> str:
 NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
 
 
-def _http_url(value: str, *, example: str, credentials: str) -> str:
-    try:
-        parts = urlsplit(value)
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:
-        usable = False
-    if not usable:
-        raise ValueError(f"not an http(s) URL such as '{example}'")
-    if "@" in parts.netloc:
-        raise ValueError(f"put credentials in {credentials}, not in the URL")
-    return value
-
-
 def _media_server_url(value: str) -> str:
-    return _http_url(value, example="http://127.0.0.1:8096", credentials="token")
-
-
-def default_data_dir() -> Path:
-    import platformdirs  # here: a config that names its files does not need it
-
-    return Path(platformdirs.user_data_dir(APP_NAME))
-
-
-def default_config_path() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+    return http_url(value, example="http://127.0.0.1:8096", credentials="token")
 
 
 def _default_database_url() -> SecretStr:
@@ -333,7 +240,7 @@ class QbittorrentSettings(_Section):
     @field_validator("url")
     @classmethod
     def _check_url(cls, value: str) -> str:
-        return _http_url(value, example="http://127.0.0.1:8080",
+        return http_url(value, example="http://127.0.0.1:8080",
                          credentials="qbittorrent.username/password")
 
     @field_validator("download_dir")
@@ -469,17 +376,7 @@ class EngineSettings(_Section):
     @field_validator("db_schema")
     @classmethod
     def _check_schema(cls, value: str) -> str:
-        # The name is spliced into SQL (schemas cannot be bound parameters), so keep it plain,
-        # and short enough that the names derived from it ("<schema>_media", the notification
-        # channel "<schema>.workers") fit PostgreSQL's 63-byte identifiers uncut.
-        if not re.fullmatch(r"[a-z_][a-z0-9_]*", value) or value.startswith("pg_"):
-            raise ValueError(
-                "not a plain PostgreSQL schema name"
-                " (lowercase letters, digits, '_'; not starting with a digit or 'pg_')"
-            )
-        if len(value) > MAX_SCHEMA_CHARS:
-            raise ValueError(f"longer than {MAX_SCHEMA_CHARS} characters")
-        return value
+        return check_schema(value)
 
 
 def _url_list(value: object) -> object:
@@ -654,49 +551,14 @@ def load_settings(
     """
     environ = os.environ if env is None else env
     path = resolve_config_path(config_path, env=environ)
-    file_data = _read_toml(path) if path is not None else {}
+    file_data = read_toml(path) if path is not None else {}
     if path is not None:
         _check_known_keys(file_data, path)
-    env_data = _env_values(environ)
+    env_data = env_values(environ)
     settings = _validate(_merge(file_data, env_data), path, env_data)
     settings._config_file = path
-    settings._secrets_in_file = _secret_keys(file_data)
+    settings._secrets_in_file = secret_keys(file_data)
     return settings
-
-
-def resolve_config_path(
-    config_path: Path | None = None, *, env: Mapping[str, str] | None = None
-) -> Path | None:
-    """The config file to read, or None when no file is given and the default one is absent."""
-    environ = os.environ if env is None else env
-    if config_path is not None:
-        return _existing(Path(config_path), "--config")
-    if environ.get(CONFIG_ENV_VAR):
-        return _existing(Path(environ[CONFIG_ENV_VAR]), CONFIG_ENV_VAR)
-    default = default_config_path()
-    return default if default.exists() else None
-
-
-def _existing(path: Path, given_by: str) -> Path:
-    path = path.expanduser()
-    if not path.exists():
-        raise ConfigError(f"config file {path} (given by {given_by}) does not exist")
-    return path
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as file:
-            return tomllib.load(file)
-    except IsADirectoryError:
-        raise ConfigError(f"config file {path} is a directory, not a TOML file") from None
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise ConfigError(f"cannot read config file {path}: {reason}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"invalid TOML in {path}: the file is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"invalid TOML in {path}: {error}") from None
 
 
 def _check_known_keys(data: Mapping[str, Any], path: Path) -> None:
@@ -707,7 +569,7 @@ def _check_known_keys(data: Mapping[str, Any], path: Path) -> None:
         if section not in _SECTIONS:
             raise ConfigError(
                 f"{path}: unknown section or key {section!r}"
-                f"{_did_you_mean(section, [*_SECTIONS, *setting_keys()])}; sections are "
+                f"{did_you_mean(section, [*_SECTIONS, *setting_keys()])}; sections are "
                 + ", ".join([*(f"[{name}]" for name in _SECTIONS),
                              *(f"[[{name}]]" for name in _LIST_SECTIONS)])
             )
@@ -717,7 +579,7 @@ def _check_known_keys(data: Mapping[str, Any], path: Path) -> None:
             )
         for key in table:
             if key not in _section_keys(section):
-                hint = _did_you_mean(f"{section}.{key}", setting_keys())
+                hint = did_you_mean(f"{section}.{key}", setting_keys())
                 raise ConfigError(f"{path}: unknown setting '{section}.{key}'{hint}")
 
 
@@ -731,27 +593,8 @@ def _check_list_section(section: str, tables: object, path: Path) -> None:
     for table in tables:
         for key in table:
             if key not in known:
-                hint = _did_you_mean(f"{section}.{key}", [f"{section}.{k}" for k in known])
+                hint = did_you_mean(f"{section}.{key}", [f"{section}.{k}" for k in known])
                 raise ConfigError(f"{path}: unknown setting '{section}.{key}'{hint}")
-
-
-def _did_you_mean(name: str, candidates: list[str]) -> str:
-    leaf = name.rpartition(".")[2]
-    same_leaf = [c for c in candidates if c.rpartition(".")[2] == leaf and c != name]
-    close = same_leaf or difflib.get_close_matches(name, candidates, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _env_values(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    values: dict[str, dict[str, str]] = {}
-    for dotted, name in ENV_VARS.items():
-        value = environ.get(name)
-        if value:
-            if not is_utf8(value):
-                raise ConfigError(f"environment variable {name} is not valid UTF-8")
-            section, key = dotted.split(".")
-            values.setdefault(section, {})[key] = value
-    return values
 
 
 def _merge(
@@ -812,51 +655,9 @@ def _shown_input(dotted: str, value: object) -> str:
     return f" = {text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + '…'}"
 
 
-def _secret_keys(file_data: Mapping[str, Any]) -> tuple[str, ...]:
-    keys: list[str] = []
-    database_url = file_data.get("database", {}).get("url")
-    if isinstance(database_url, str) and _url_has_password(database_url):
-        keys.append("database.url")
-    if file_data.get("qbittorrent", {}).get("password"):
-        keys.append("qbittorrent.password")
-    notify = file_data.get("notify")
-    if isinstance(notify, dict) and notify.get("urls"):
-        keys.append("notify.urls")
-    servers = file_data.get("media_servers")
-    if isinstance(servers, list) and any(isinstance(t, dict) and t.get("token")
-                                         for t in servers):
-        keys.append("media_servers.token")
-    return tuple(keys)
-
-
 # --------------------------------------------------------------------------- warnings
 
 
 def permission_warnings(settings: Settings) -> list[str]:
     """Warn when the config file holds a password and other users can read it."""
-    path = settings.config_file
-    if path is None or not settings.secrets_in_config_file or os.name == "nt":
-        return []
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return []
-    if not mode & _GROUP_OR_OTHER_READABLE:
-        return []
-    held = " and ".join(settings.secrets_in_config_file)
-    return [
-        f"config file {path} holds {held} and is readable by other users"
-        f" (mode {mode & 0o777:o}); fix: chmod 600 {shlex.quote(str(path))}"
-    ]
-
-
-def env_warnings(env: Mapping[str, str] | None = None) -> list[str]:
-    """Name ``UMT_*`` variables that umt does not know (typos would otherwise pass silently)."""
-    environ = os.environ if env is None else env
-    known = [*ENV_VARS.values(), CONFIG_ENV_VAR]
-    return [
-        f"environment variable {name} is not a umt setting and is ignored"
-        f"{_did_you_mean(name, known)}"
-        for name in sorted(environ)
-        if name.startswith("UMT_") and name not in known
-    ]
+    return file_permission_warnings(settings.config_file, settings.secrets_in_config_file)

@@ -14,13 +14,17 @@ from tests.cli.conftest import INFO_HASH, OTHER_HASH, UMT, Cli, loaded_modules
 from umt.cli.entry import hook_call
 
 #: What an untracked torrent's hook must not import: the CLI framework, the terminal renderer,
-#: settings sources umt does not use, duration parsers (it parses none), an HTTP client (it
-#: fetches nothing), the PostgreSQL driver and the qBittorrent client (umt's adapter included).
-NOT_NEEDED = ("typer", "click", "rich", "pydantic_settings", "asyncio", "pytimeparse",
-              "isodate", "platformdirs", "urllib.request", "http", "ssl", "psycopg",
-              "psycopg_pool", "qbittorrentapi", "requests", "urllib3", "umt.cli.main",
-              "umt.cli.commands", "umt.media.qbittorrent", "umt.media.downloads",
-              "umt.media.sources")
+#: the settings models (it reads its settings with ``umt.config_hook``), duration parsers (it
+#: parses none), an HTTP client (it fetches nothing), the PostgreSQL driver and the qBittorrent
+#: client (umt's adapter included), the import and naming code the models name, and (no program
+#: to chain) subprocess.
+NOT_NEEDED = ("typer", "click", "rich", "pydantic", "pydantic_core", "pydantic_settings",
+              "asyncio", "pytimeparse", "isodate", "platformdirs", "urllib.request", "http",
+              "ssl", "psycopg", "psycopg_pool", "qbittorrentapi", "requests", "urllib3",
+              "umt.cli.main", "umt.cli.commands", "umt.config", "umt.media.qbittorrent",
+              "umt.media.downloads", "umt.media.sources", "umt.media.importing",
+              "umt.media.naming", "subprocess")
+EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.toml"
 
 def _probe(cli: Cli, *args: str) -> tuple[dict[str, object], str]:
     code, loaded, output = loaded_modules(list(args), NOT_NEEDED, cli.subprocess_env())
@@ -34,6 +38,18 @@ def test_hook_for_an_untracked_torrent_loads_no_cli_framework(cli: Cli,
     args = ["--config", str(cli.config_path)] if config_option else []
     report, output = _probe(cli, *args, "hook", "download-done", INFO_HASH)
     assert report == {"code": 0, "loaded": []}, output
+    assert output == ""
+
+
+def test_hook_reads_the_example_config_without_the_settings_models(cli: Cli) -> None:
+    cli.start(OTHER_HASH)
+    cli.write_config(EXAMPLE.read_text())
+    cli.config_path.chmod(0o600)
+    # it sets durations, which are parsed (and checked) as the full settings would
+    not_needed = tuple(name for name in NOT_NEEDED if name not in ("pytimeparse", "isodate"))
+    code, loaded, output = loaded_modules(["hook", "download-done", INFO_HASH], not_needed,
+                                          cli.subprocess_env())
+    assert (code, loaded) == (0, []), output
     assert output == ""
 
 
@@ -53,9 +69,21 @@ def test_console_script_hook_keeps_the_signal_of_a_tracked_torrent(cli: Cli) -> 
 CHAINED = ["--", sys.executable, "-c", "import sys; print('previous ran'); sys.exit(3)"]
 
 
+#: A config the hook's own reading leaves to the full settings, by case (``umt.config_hook``).
+ELSEWHERE = {"bad setting elsewhere": '[library]\nverify = "bogus"\n',
+             "bad duration": '[engine]\nlease = "2h"\n',
+             "unknown section": "[libary]\n",
+             "readable password": '[qbittorrent]\npassword = "hunter2-s3cret"\n'}
+
+
 @pytest.mark.parametrize("case", ["untracked", "missing config", "bad config", "no v1 hash",
                                   "chained, untracked", "chained, tracked",
-                                  "chained, bad config", "chained, missing program"])
+                                  "chained, bad config", "chained, missing program",
+                                  "bad setting elsewhere", "bad duration", "unknown section",
+                                  "readable password", "unknown variable", "example config",
+                                  "tracked, example config", "bad database url in variable",
+                                  "chained, bad setting elsewhere",
+                                  "chained, readable password"])
 def test_console_script_answers_as_the_full_command_line(cli: Cli, tmp_path: Path,
                                                          case: str) -> None:
     cli.start(OTHER_HASH)
@@ -67,6 +95,18 @@ def test_console_script_answers_as_the_full_command_line(cli: Cli, tmp_path: Pat
     if case.endswith("bad config"):
         cli.write_config("[database]\nurl = 'mysql://nowhere'\n")
         cli.env["UMT_DATABASE_URL"] = None
+    for name, text in ELSEWHERE.items():
+        if case.endswith(name):
+            cli.write_config(text)
+            cli.config_path.chmod(0o644)
+    if case == "unknown variable":
+        cli.env["UMT_DATABSE_URL"] = "sqlite:///elsewhere.db"
+    if case.endswith("example config"):
+        cli.write_config(EXAMPLE.read_text())
+    if case == "tracked, example config":
+        args[-1] = OTHER_HASH
+    if case == "bad database url in variable":
+        cli.env["UMT_DATABASE_URL"] = "sqlite://"
     if case == "no v1 hash":
         args[-1] = "-"
     if case.startswith("chained"):
@@ -79,9 +119,15 @@ def test_console_script_answers_as_the_full_command_line(cli: Cli, tmp_path: Pat
                           check=False)
     assert (fast.returncode, fast.stdout, fast.stderr) == (
         full.returncode, full.stdout, full.stderr)
-    expected = {"missing config": 2, "bad config": 2, "chained, missing program": 127}
+    expected = {"missing config": 2, "bad config": 2, "chained, missing program": 127,
+                "bad setting elsewhere": 2, "bad duration": 2, "unknown section": 2,
+                "bad database url in variable": 2}
     assert fast.returncode == expected.get(case, 3 if case.startswith("chained") else 0), (
         fast.stderr)
+    warned = case.endswith(("readable password", "unknown variable"))
+    assert ("umt: warning:" in fast.stderr) == warned, fast.stderr
+    assert ("umt: error: invalid setting" in fast.stderr) == case.endswith(
+        ("bad config", "bad setting elsewhere", "bad duration", "in variable")), fast.stderr
     assert ("previous ran" in fast.stdout) == (case.startswith("chained")
                                                and not case.endswith("missing program"))
 

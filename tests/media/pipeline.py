@@ -151,8 +151,11 @@ class Pipeline:
         return [sys.executable, "-m", "umt.cli.main", "--config", str(self.config_path), *args]
 
     def hook_program(self) -> str:
-        """The finish hook as qBittorrent runs it: no shell, no environment of ours."""
-        return " ".join(self.umt_command("hook", "download-done", "%I"))
+        """The finish hook as qBittorrent runs it: no shell, no environment of ours, through
+        the console script (``umt.cli.entry``, the hook's fast path) as installed."""
+        script = Path(sys.executable).parent / "umt"
+        return " ".join([str(script), "--config", str(self.config_path),
+                         "hook", "download-done", "%I"])
 
     @staticmethod
     def kill(process: subprocess.Popen[bytes]) -> None:

@@ -7,6 +7,11 @@ command's start-up: through the same ``Application``, logging, hook code
 (``umt.cli.finish_hook``) and error handler (``errors.handle``) as ``umt.cli.commands.hook``
 uses through typer. Every other command line, including any variation of these (``--json``,
 ``-cPATH``, a malformed hash, an argument that is not UTF-8), goes to ``umt.cli.main``.
+
+For a torrent no run tracks (most of them), the hook does not even build the settings models
+(pydantic): ``finish_hook.untracked_at_a_glance`` reads the settings it needs with
+``umt.config_hook``, which answers only when the full settings would accept the same file and
+variables without a word; every other case takes the path above.
 """
 
 from __future__ import annotations
@@ -55,11 +60,19 @@ def run_hook(call: HookCall) -> int:
     """What ``umt hook download-done`` does through typer, for ``call``; the exit code."""
     from umt.cli import errors
     from umt.cli.application import Application
-    from umt.cli.finish_hook import signal_done, signal_then_run
+    from umt.cli.finish_hook import (
+        run_previous,
+        signal_done,
+        signal_then_run,
+        untracked_at_a_glance,
+    )
     from umt.cli.logs import logging_to_stderr
 
     try:
         with logging_to_stderr():
+            if untracked_at_a_glance(call.config, call.info_hash):
+                # another tool's torrent: what signal_done ends with, without the settings models
+                return errors.EXIT_OK if call.previous is None else run_previous(call.previous)
             application = Application(call.config)
             try:
                 if call.previous is None:

@@ -7,8 +7,8 @@ since qBittorrent starts the hook for every torrent it finishes, most of them ot
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from umt.cli.errors import EXIT_USAGE, handle
@@ -51,6 +51,43 @@ def signal_done(app: Application, info_hash: str) -> None:
         app.info(f"umt hook: {name}: delivered to run {', '.join(result.delivered_to)}")
 
 
+def untracked_at_a_glance(config_path: Path | None, info_hash: str) -> bool:
+    """True when ``signal_done`` would end without a word for this torrent: the configuration
+    is one the full settings accept without a warning, read without building them
+    (``umt.config_hook``), and no run tracks the torrent (or there is no database yet).
+    False leaves the answer to ``signal_done``: a tracked torrent, a configuration or database
+    only the full path can judge, or any error, which it reports in its own words."""
+    if not V1_HASH.fullmatch(info_hash):
+        return False
+    from umt.app import open_engine
+    from umt.cli.application import cli_environment
+    from umt.config_hook import hook_settings
+    from umt.engine import SchemaNotReady, parse_database_url
+    from umt.media.tracking import tracks_torrent
+
+    settings = hook_settings(config_path, env=cli_environment())
+    if settings is None:
+        return False
+    target = parse_database_url(settings.database_url)
+    if target.kind == "sqlite" and target.sqlite_path and not target.sqlite_path.exists():
+        return True  # as ``Application.existing_engine``: no database, so no run
+    try:
+        engine = open_engine(settings.database_url, settings.engine_schema,
+                             pool_size=settings.concurrency + 3,
+                             sqlite_poll_interval=settings.sqlite_poll_interval,
+                             lease=settings.lease, signal_ttl=settings.signal_ttl)
+    except SchemaNotReady:
+        return True  # tables not created yet, so no run
+    except Exception:
+        return False
+    try:
+        return not tracks_torrent(engine, info_hash)
+    except Exception:
+        return False
+    finally:
+        engine.close()
+
+
 def signal_then_run(app: Application, info_hash: str, previous: list[str]) -> int:
     """umt's part, then the finish program qBittorrent ran before umt's hook was installed;
     that program's exit status (umt's part cannot stop it: its failure is only reported)."""
@@ -58,13 +95,16 @@ def signal_then_run(app: Application, info_hash: str, previous: list[str]) -> in
         signal_done(app, info_hash)
     except Exception as exc:  # umt's part must never stop the user's program
         handle(exc)
+    return run_previous(previous)
+
+
+def run_previous(argv: list[str]) -> int:
+    """Runs the user's program on our own stdin/stdout/stderr, after what umt wrote there; its
+    exit status, shell-style."""
+    import subprocess  # here: the plain hook (no program to chain) does not need it
+
     sys.stderr.flush()
     sys.stdout.flush()
-    return _run_previous(previous)
-
-
-def _run_previous(argv: list[str]) -> int:
-    """Runs the user's program on our own stdin/stdout/stderr; its exit status, shell-style."""
     try:
         completed = subprocess.run(argv, check=False)
     except FileNotFoundError:

@@ -97,7 +97,7 @@ def start_acquire(
     Example: umt start-acquire 'magnet:?xt=urn:btih:...&dn=Film' --retention 3d
     """
     app = get_app(ctx, json_output=json_output)
-    from umt.config import TEN_YEARS
+    from umt.config_values import TEN_YEARS
 
     retention_value = (
         parse_bounded_duration(retention, "--retention", TEN_YEARS) if retention else None
