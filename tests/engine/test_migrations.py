@@ -183,3 +183,27 @@ def test_both_backends_end_at_the_same_logical_schema(pg_url: str, tmp_path: Pat
     assert sorted(pg_tables) == sorted(sqlite_tables)
     assert pg_columns == sqlite_columns  # in column order, table by table
     assert len(pg_columns) > 50
+
+
+def test_opening_a_current_embedded_database_takes_no_write_lock(tmp_path: Path) -> None:
+    """Each command migrates the embedded database on open: when nothing is pending that must
+    not wait for (or fail behind) another process's write transaction."""
+    import sqlite3
+
+    from umt.engine.store.sqlite import SqliteDatabase
+
+    url = f"sqlite:///{tmp_path / 'umt.db'}"
+    with Engine(open_database(url), migration_sets=[BUSINESS]) as first:
+        assert first.migrate()
+    writer = sqlite3.connect(tmp_path / "umt.db", isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # a worker in the middle of a commit
+        # Asking for the lock would raise "database is locked" after 0.2 s.
+        database = SqliteDatabase(tmp_path / "umt.db", busy_timeout=0.2)
+        with Engine(database, migration_sets=[BUSINESS]) as engine:
+            assert engine.migrate() == []
+            engine.require_schema()
+        assert writer.in_transaction
+    finally:
+        writer.rollback()
+        writer.close()

@@ -191,6 +191,12 @@ def _set_search_path(connection: Any, schemas: tuple[str, ...], *, local: bool =
 
 
 def _migrate_sqlite(database: Any, sets: list[MigrationSet], clock: Clock) -> list[Migration]:
+    # Every command opens the embedded database through here: on a current schema a read
+    # answers, so a command never takes the write lock (and never queues behind a worker's
+    # commit) to learn that nothing is to be done. What is pending is read again under the lock.
+    with database.autocommit() as session:
+        if not _pending(session, sets, database.dialect):
+            return []
     applied: list[Migration] = []
     with database.transaction() as session:
         session.rows("create_migrations_table")
