@@ -83,15 +83,11 @@ class Steps(Fencing):
         """Consumes a kept signal if there is one; otherwise parks the run until one arrives
         (or until ``deadline``; ``None`` waits without limit)."""
         validate_signal_name(signal_name)
-        with self.database.transaction() as session:
-            # The name lock comes before the run lock, in the same order as in send_signal;
-            # the query after it sees a signal sent while this waited for the lock.
-            session.rows("lock_signal_name", name=signal_name)
-            row = self._fenced_row(session, "wait_for_signal", fence, {
-                "position": position, "name": name, "signal_name": signal_name,
-                "wake_at": deadline, "take_kept": True,
-                "now": self.clock.now(),
-            })
+        # The query takes the name lock before the run lock, in the same order as send_signal.
+        row = self._fenced_operation(
+            "wait_for_signal", fence, position=position, name=name, signal_name=signal_name,
+            wake_at=deadline, take_kept=True, now=self.clock.now(),
+        )
         received = row["received"]
         if received is None:
             return None
