@@ -305,8 +305,9 @@ class RunExecution:
                 return
             wake_at = recorded["wake_at"]
             if self.clock.now() >= wake_at:
-                self._persist(lambda: self.store.finish_parked_step(
-                    self.fence, position, StepStatus.SUCCEEDED))
+                # The timer's end commits with the next operation, as a step's result does (a
+                # crash in between finds the timer due again).
+                self._unsaved = StepResult(position, None, None)
                 return
             self._persist(lambda: self.store.park_again(self.fence, RunStatus.SLEEPING, wake_at))
             log.info("run %s: sleeping in %s until %s", self.fence.run_id, unique, wake_at)

@@ -29,7 +29,7 @@ class Steps(Fencing):
         return int(row["id"]), int(row["attempt"])
 
     def complete_step(
-        self, fence: Fence, position: int, attempt_id: int, result: Any,
+        self, fence: Fence, position: int, attempt_id: int | None, result: Any,
         statements: Sequence[BufferedStatement] = (),
     ) -> None:
         """Commits a step's result together with the step's buffered business statements."""
@@ -147,4 +147,4 @@ def _completing(step: StepResult | None) -> dict[str, object]:
         return {"completed_position": None, "completed_attempt_id": None,
                 "completed_result": None}
     return {"completed_position": step.position, "completed_attempt_id": step.attempt_id,
-            "completed_result": canonical_json(step.result)}
+            "completed_result": None if step.attempt_id is None else canonical_json(step.result)}
