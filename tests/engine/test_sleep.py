@@ -105,6 +105,33 @@ def test_a_fired_timer_is_recorded_with_what_follows_it(
     assert [s.result for s in sleeps] == [None, None, None]
 
 
+def test_the_step_before_a_sleep_is_recorded_when_the_run_parks(
+    clocked: Engine, clock: FakeClock
+) -> None:
+    """The step's result commits with the timer that parks the run, and counts on replay."""
+    bodies: list[str] = []
+
+    def run(ctx: WorkflowContext, _: Any) -> Any:
+        before = ctx.step("before", lambda step: bodies.append("before") or "kept")
+        ctx.sleep("nap", "1h")
+        return before
+
+    workflow = Workflow("step-then-sleep", "1", run)
+    run_id = clocked.start(workflow).run.id
+    drain(clocked, [workflow])
+    assert clocked.get(run_id).status == RunStatus.SLEEPING
+    [before, nap] = clocked.steps(run_id)
+    assert (before.name, before.status, before.result) == ("before", "succeeded", "kept")
+    assert [(a.step_name, a.status) for a in clocked.attempts(run_id)] == [
+        ("before", "succeeded")]
+    assert (nap.name, nap.status) == ("nap", "sleeping")
+
+    clock.advance(timedelta(hours=1))
+    drain(clocked, [workflow])
+    assert clocked.get(run_id).output == "kept"
+    assert bodies == ["before"]
+
+
 def test_a_sleep_survives_closing_the_database(
     engine: Engine, clock: FakeClock, db_url: str, effects: Effects
 ) -> None:

@@ -147,12 +147,12 @@ ORDER BY created_at, id
 LIMIT 1;
 
 -- name: wait_for_signal
--- A signal wait: takes the kept signal if there is one (received: the step's result), else
+-- The previous step's result when it is given (completing), then a signal wait: takes the kept signal if there is one (received: the step's result), else
 -- records the waiting step and parks the run until wake_at (NULL: no limit; other workers are
 -- notified of a due time). After lock_signal_name, as a statement of its own, so that it sees
 -- a signal sent while it waited for the lock.
 {lock_signal_name};
-WITH fence AS ({fence} FOR NO KEY UPDATE), kept AS (
+WITH fence AS ({fence} FOR NO KEY UPDATE), {completing}, kept AS (
     {kept_signal}
     FOR UPDATE SKIP LOCKED
 ), consumed AS (
@@ -400,8 +400,8 @@ compensation = CASE WHEN compensation = 'running' THEN 'pending' ELSE compensati
                        WHERE due_at IS NOT NULL) AS n);
 
 -- name: completing
--- Not a statement: the CTEs with which begin_step, complete_step and complete_run commit an
--- earlier step's result (completed_result of attempt completed_attempt_id at
+-- Not a statement: the CTEs with which begin_step, complete_step, start_sleep,
+-- wait_for_signal and complete_run commit an earlier step's result (completed_result of attempt completed_attempt_id at
 -- completed_position; NULL: none), unless that step had succeeded already (a retried commit
 -- whose first try did commit). Follows the CTE fence.
 completed AS (
@@ -470,8 +470,9 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), step AS (
 SELECT id FROM fence;
 
 -- name: start_sleep
--- A timer step; when park, the run is released until wake_at (and other workers notified).
-WITH fence AS ({fence} FOR NO KEY UPDATE), step AS (
+-- The previous step's result when it is given (completing), then a timer step; when park,
+-- the run is released until wake_at (and other workers notified).
+WITH fence AS ({fence} FOR NO KEY UPDATE), {completing}, step AS (
     INSERT INTO steps (run_id, phase, position, name, kind, status, wake_at, created_at,
                        updated_at, finished_at)
     SELECT fence.id, %(phase)s, %(position)s, %(name)s, 'sleep',

@@ -125,11 +125,12 @@ ORDER BY created_at, id
 LIMIT 1;
 
 -- name: wait_for_signal
--- A signal wait: takes the kept signal if there is one (received: the step's result), else
+-- The previous step's result when it is given (completing), then a signal wait: takes the kept signal if there is one (received: the step's result), else
 -- records the waiting step and parks the run until wake_at (NULL: no limit). The step is
 -- recorded waiting, then gets the kept signal, which is then consumed (found by the id in the
 -- step's result); the run is released last, after the statement that returns the row.
 {lock_signal_name};
+{completing};
 WITH fence AS ({fence})
 INSERT INTO steps (run_id, phase, position, name, kind, status, signal_name, wake_at,
                    created_at, updated_at)
@@ -328,8 +329,8 @@ lease_owner = NULL, lease_expires_at = NULL, updated_at = :now,
 compensation = CASE WHEN compensation = 'running' THEN 'pending' ELSE compensation END;
 
 -- name: completing
--- Not run alone: the statements with which begin_step, complete_step and complete_run commit
--- an earlier step's result (completed_result of attempt completed_attempt_id at
+-- Not run alone: the statements with which begin_step, complete_step, start_sleep,
+-- wait_for_signal and complete_run commit an earlier step's result (completed_result of attempt completed_attempt_id at
 -- completed_position; NULL: none), unless that step had succeeded already (a retried commit
 -- whose first try did commit). The attempt first: it asks whether the step is done yet.
 WITH fence AS ({fence})
@@ -391,7 +392,9 @@ WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :positio
 {fence};
 
 -- name: start_sleep
--- A timer step; when park, the run is released until wake_at.
+-- The previous step's result when it is given (completing), then a timer step; when park,
+-- the run is released until wake_at.
+{completing};
 WITH fence AS ({fence})
 INSERT INTO steps (run_id, phase, position, name, kind, status, wake_at, created_at,
                    updated_at, finished_at)
