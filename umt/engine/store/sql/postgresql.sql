@@ -19,6 +19,9 @@
 
 -- name: insert_run
 -- A new run and its notification; no row when the idempotency key is held by another run.
+-- Only its id comes back: every other column is given or takes its default
+-- (Runs.create_run), and decoding a whole row of runs costs a submit about a sixth of its
+-- time.
 WITH inserted AS (
     INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
                       idempotency_key, key_active, compensable, due_at, created_at, updated_at)
@@ -26,9 +29,9 @@ WITH inserted AS (
             %(input)s::jsonb, %(idempotency_key)s, %(idempotency_key)s::text IS NOT NULL,
             %(compensable)s, %(due_at)s, %(now)s, %(now)s)
     ON CONFLICT (workflow_name, idempotency_key) WHERE key_active DO NOTHING
-    RETURNING *
+    RETURNING id, workflow_key
 )
-SELECT inserted.*,
+SELECT inserted.id,
        (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, inserted.workflow_key)) AS n)
            AS notified
 FROM inserted;

@@ -12,13 +12,14 @@
 -- row and wrote nothing.
 
 -- name: insert_run
--- A new run; no row when the idempotency key is held by another run.
+-- A new run; no row when the idempotency key is held by another run. Only its id comes back:
+-- every other column is given or takes its default (Runs.create_run).
 INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
                   idempotency_key, key_active, compensable, due_at, created_at, updated_at)
 VALUES (:id, :workflow_name, :workflow_version, :workflow_key, 'pending', :input,
         :idempotency_key, :idempotency_key IS NOT NULL, :compensable, :due_at, :now, :now)
 ON CONFLICT (workflow_name, idempotency_key) WHERE key_active DO NOTHING
-RETURNING *;
+RETURNING id;
 
 -- name: run_holding_key
 SELECT * FROM runs
