@@ -16,6 +16,7 @@ from psycopg import sql
 
 from tests.engine.conftest import Effects, drain
 from umt.engine import Engine, FakeClock, RunStatus, Workflow, open_database
+from umt.engine.errors import StoreError
 from umt.engine.store.database import WORK_CHANNEL, WORKERS_CHANNEL, due_run_payload
 from umt.engine.store.postgres import PostgresDatabase
 from umt.engine.store.store import Store
@@ -101,6 +102,20 @@ def test_a_run_claimed_before_its_timer_is_parked_again(engine: Engine) -> None:
     assert (again.status, again.due_at, again.lease_owner) == (
         RunStatus.SLEEPING, parked.due_at, None)
     assert again.lease_epoch == parked.lease_epoch + 1
+
+
+def test_an_operation_of_several_statements_is_all_or_nothing(
+    engine: Engine, effects: Effects
+) -> None:
+    """On PostgreSQL such a query is pipelined in autocommit (one implicit transaction)."""
+    query = effects.queries["insert_effect_then_refuse"]
+    with pytest.raises(StoreError), engine.database.operation() as session:
+        session.execute(query, {"run_id": "r"})
+    assert effects.rows("r") == []
+    with engine.database.operation() as session:  # the connection serves the next operation
+        session.execute(effects.queries["insert_effect"], {
+            "run_id": "r", "step": "s", "attempt": 1, "lease_epoch": 0, "note": ""})
+    assert [row["step"] for row in effects.rows("r")] == ["s"]
 
 
 def _listening(db_url: str, database: PostgresDatabase) -> Iterator[psycopg.Connection[Any]]:

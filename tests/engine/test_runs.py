@@ -81,6 +81,20 @@ def test_start_creates_a_pending_run_that_a_worker_completes(engine: Engine) -> 
     assert done.finished_at is not None and done.lease_owner is None
 
 
+@pytest.mark.parametrize("key", [None, "k-1"])
+def test_start_returns_the_run_as_stored(engine: Engine, key: str | None) -> None:
+    value = {"title": "Wall·E", "sizes": [1, 2.5, None], "nested": {"b": True, "a": "x"}}
+    later = engine.clock.now() + timedelta(hours=1)
+    for start_at in (None, later):
+        started = engine.start(ECHO, value, idempotency_key=key and f"{key}-{start_at}",
+                               start_at=start_at)
+        assert started.created
+        assert started.run == engine.get(started.run.id)
+        assert started.run.due_at == (start_at or started.run.created_at)
+    again = engine.start(ECHO, value, idempotency_key="k-2")
+    assert engine.start(ECHO, value, idempotency_key="k-2").run == again.run
+
+
 def test_steps_and_attempts_are_listed_in_order(engine: Engine) -> None:
     run = engine.start(ECHO, 7).run
     drain(engine, [ECHO])

@@ -38,6 +38,31 @@ def _waiting(engine: Engine, value: Any = "ping") -> str:
     return run.id
 
 
+def test_the_step_before_a_wait_is_recorded_when_the_run_parks(engine: Engine) -> None:
+    """The step's result commits with the wait that parks the run, and counts on replay."""
+    bodies: list[str] = []
+
+    def run(ctx: Any, _: Any) -> Any:
+        before = ctx.step("before", lambda step: bodies.append("before") or "kept")
+        received = ctx.wait_for_signal("wait", "after-a-step")
+        return [before, None if received is None else received.data]
+
+    workflow = Workflow("step-then-wait", "1", run)
+    run_id = engine.start(workflow).run.id
+    drain(engine, [workflow])
+    assert engine.get(run_id).status == RunStatus.WAITING
+    [step, wait] = engine.steps(run_id)
+    assert (step.name, step.status, step.result) == ("before", "succeeded", "kept")
+    assert [(a.step_name, a.status) for a in engine.attempts(run_id)] == [
+        ("before", "succeeded")]
+    assert (wait.name, wait.status) == ("wait", "waiting")
+
+    engine.signal("after-a-step", 1)
+    drain(engine, [workflow])
+    assert engine.get(run_id).output == ["kept", 1]
+    assert bodies == ["before"]
+
+
 def test_a_signal_to_a_waiting_run_is_delivered(engine: Engine) -> None:
     run_id = _waiting(engine)
     [waiting] = engine.runs_waiting_on("pi")

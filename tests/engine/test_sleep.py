@@ -72,6 +72,66 @@ def test_a_sleep_fires_once_at_its_time(
     assert effects.count(run.id) == 2
 
 
+def test_a_fired_timer_is_recorded_with_what_follows_it(
+    clocked: Engine, clock: FakeClock
+) -> None:
+    """A timer's end commits with the execution's next operation: another timer, a step, the
+    run's end. Each sleep ends succeeded when it fired, with no result."""
+    def run(ctx: WorkflowContext, _: Any) -> Any:
+        ctx.sleep("one", "1h")
+        ctx.sleep("two", "1h")
+        ctx.step("work", lambda step: "worked")
+        ctx.sleep("three", "1h")
+        return "done"
+
+    workflow = Workflow("timers", "1", run)
+    run_id = clocked.start(workflow).run.id
+    fired = []
+    for _ in range(3):
+        drain(clocked, [workflow])
+        assert clocked.get(run_id).status == RunStatus.SLEEPING
+        clock.advance(timedelta(hours=1))
+        fired.append(clock.now())
+    drain(clocked, [workflow])
+
+    assert clocked.get(run_id).output == "done"
+    steps = clocked.steps(run_id)
+    assert [(s.name, s.status) for s in steps] == [
+        ("one", "succeeded"), ("two", "succeeded"), ("work", "succeeded"),
+        ("three", "succeeded"),
+    ]
+    sleeps = [s for s in steps if s.kind == "sleep"]
+    assert [s.finished_at for s in sleeps] == fired
+    assert [s.result for s in sleeps] == [None, None, None]
+
+
+def test_the_step_before_a_sleep_is_recorded_when_the_run_parks(
+    clocked: Engine, clock: FakeClock
+) -> None:
+    """The step's result commits with the timer that parks the run, and counts on replay."""
+    bodies: list[str] = []
+
+    def run(ctx: WorkflowContext, _: Any) -> Any:
+        before = ctx.step("before", lambda step: bodies.append("before") or "kept")
+        ctx.sleep("nap", "1h")
+        return before
+
+    workflow = Workflow("step-then-sleep", "1", run)
+    run_id = clocked.start(workflow).run.id
+    drain(clocked, [workflow])
+    assert clocked.get(run_id).status == RunStatus.SLEEPING
+    [before, nap] = clocked.steps(run_id)
+    assert (before.name, before.status, before.result) == ("before", "succeeded", "kept")
+    assert [(a.step_name, a.status) for a in clocked.attempts(run_id)] == [
+        ("before", "succeeded")]
+    assert (nap.name, nap.status) == ("nap", "sleeping")
+
+    clock.advance(timedelta(hours=1))
+    drain(clocked, [workflow])
+    assert clocked.get(run_id).output == "kept"
+    assert bodies == ["before"]
+
+
 def test_a_sleep_survives_closing_the_database(
     engine: Engine, clock: FakeClock, db_url: str, effects: Effects
 ) -> None:

@@ -299,23 +299,25 @@ class RunExecution:
         delta = parse_duration(duration) if isinstance(duration, str) else duration
         position, unique, recorded = self._next(name, "sleep")
         requested_at = self.clock.now()
-        self._save_unsaved()
         if recorded is not None:
+            self._save_unsaved()
             if recorded["status"] == StepStatus.SUCCEEDED:
                 return
             wake_at = recorded["wake_at"]
             if self.clock.now() >= wake_at:
-                self._persist(lambda: self.store.finish_parked_step(
-                    self.fence, position, StepStatus.SUCCEEDED))
+                # The timer's end commits with the next operation, as a step's result does (a
+                # crash in between finds the timer due again).
+                self._unsaved = StepResult(position, None, None)
                 return
             self._persist(lambda: self.store.park_again(self.fence, RunStatus.SLEEPING, wake_at))
             log.info("run %s: sleeping in %s until %s", self.fence.run_id, unique, wake_at)
             raise _Parked()
         self.interrupts.raise_if_set()
         wake_at = requested_at + delta
-        parked = self._persist(
-            lambda: self.store.start_sleep(self.fence, position, unique, wake_at)
-        )
+        previous = self._unsaved
+        parked = self._persist(lambda: self.store.start_sleep(
+            self.fence, position, unique, wake_at, completing=previous))
+        self._unsaved = None
         if parked:
             log.info("run %s: sleeping in %s until %s", self.fence.run_id, unique, wake_at)
             raise _Parked()
@@ -326,8 +328,8 @@ class RunExecution:
         self._refuse_in_compensation("wait_for_signal")
         delta = parse_duration(timeout) if isinstance(timeout, str) else timeout
         position, unique, recorded = self._next(name, "signal")
-        self._save_unsaved()
         if recorded is not None:
+            self._save_unsaved()
             if recorded["signal_name"] != signal:
                 raise self._drifted(position, f"{recorded['name']} ({recorded['signal_name']})",
                                     f"{unique} ({signal})")
@@ -343,9 +345,10 @@ class RunExecution:
         else:
             self.interrupts.raise_if_set()
             deadline = self.clock.now() + delta if delta is not None else None
-        received = self._persist(
-            lambda: self.store.wait_for_signal(self.fence, position, unique, signal, deadline)
-        )
+        previous = self._unsaved
+        received = self._persist(lambda: self.store.wait_for_signal(
+            self.fence, position, unique, signal, deadline, completing=previous))
+        self._unsaved = None
         if received is None:
             log.info("run %s: waiting in %s for signal %s%s", self.fence.run_id, unique, signal,
                      "" if deadline is None else f" until {deadline}")

@@ -72,3 +72,10 @@ INSERT INTO catalog (title, run_id) VALUES (%(title)s, %(run_id)s);
 
 -- name: catalog
 SELECT title, run_id FROM catalog ORDER BY title;
+
+-- name: insert_effect_then_refuse
+-- Two statements, the second refused (the id is taken): an operation of several statements.
+INSERT INTO effects (id, run_id, step, attempt, lease_epoch, note)
+VALUES (-1, %(run_id)s, 'first', 1, 0, '');
+INSERT INTO effects (id, run_id, step, attempt, lease_epoch, note)
+VALUES (-1, %(run_id)s, 'second', 1, 0, '');

@@ -73,3 +73,10 @@ INSERT INTO catalog (title, run_id) VALUES (:title, :run_id);
 
 -- name: catalog
 SELECT title, run_id FROM catalog ORDER BY title;
+
+-- name: insert_effect_then_refuse
+-- Two statements, the second refused (the id is taken): an operation of several statements.
+INSERT INTO effects (id, run_id, step, attempt, lease_epoch, note)
+VALUES (-1, :run_id, 'first', 1, 0, '');
+INSERT INTO effects (id, run_id, step, attempt, lease_epoch, note)
+VALUES (-1, :run_id, 'second', 1, 0, '');

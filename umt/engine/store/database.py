@@ -87,8 +87,14 @@ class Session:
             cursor = self._connection.execute(query.sql, encoded)
             self.rowcount = cursor.rowcount
             return self._codec.rows(cursor)
+        return self._execute_statements(query.statements, encoded)
+
+    def _execute_statements(
+        self, statements: Sequence[str], encoded: Mapping[str, object]
+    ) -> list[Row]:
+        """The statements of one query, in order; the rows of the last one with columns."""
         result: list[Row] = []
-        for statement in query.statements:
+        for statement in statements:
             cursor = self._connection.execute(statement, encoded)
             self.rowcount = cursor.rowcount
             rows = self._codec.rows(cursor)  # read to the end: a RETURNING statement's last row
@@ -153,8 +159,9 @@ class Database(ABC):
     @abstractmethod
     def operation(self) -> AbstractContextManager[Session]:
         """A session for one store operation, which is one named query: one statement on
-        PostgreSQL (run in autocommit: one round trip, one commit), a few on SQLite (run in
-        one transaction: in-process, statements cost no round trips)."""
+        PostgreSQL (run in autocommit: one round trip, one commit; a query of a few statements
+        is pipelined as one implicit transaction, still one round trip), a few on SQLite (run
+        in one transaction: in-process, statements cost no round trips)."""
 
     @abstractmethod
     def change_marker(self, workflow_keys: Sequence[str]) -> ChangeMarker:

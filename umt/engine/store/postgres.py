@@ -62,6 +62,28 @@ class _PostgresCodec:
 _CODEC = _PostgresCodec()
 
 
+class _PostgresSession(Session):
+    def _execute_statements(
+        self, statements: Sequence[str], encoded: Mapping[str, object]
+    ) -> list[Row]:
+        connection = self._connection
+        if not isinstance(connection, psycopg.Connection):  # a joined caller's cursor
+            return super()._execute_statements(statements, encoded)
+        # One pipeline and one Sync: the statements travel in one round trip and, outside a
+        # transaction, run as one implicit transaction (committed at the Sync, all or
+        # nothing). Each still takes its own snapshot: it sees what committed while an
+        # earlier statement waited for a lock.
+        with connection.pipeline():
+            cursors = [connection.execute(statement, encoded) for statement in statements]
+        result: list[Row] = []
+        for cursor in cursors:
+            self.rowcount = cursor.rowcount
+            pgresult = cursor.pgresult
+            if pgresult is not None and pgresult.status == psycopg.pq.ExecStatus.TUPLES_OK:
+                result = self._codec.rows(cursor)
+        return result
+
+
 class PostgresDatabase(Database):
     dialect = "postgresql"
     notifies = True
@@ -173,13 +195,13 @@ class PostgresDatabase(Database):
             self._borrowed() as connection,
             connection.transaction(),
         ):
-            yield Session(connection, _CODEC, self.queries, self.dialect)
+            yield _PostgresSession(connection, _CODEC, self.queries, self.dialect)
 
     @contextmanager
     def autocommit(self) -> Iterator[Session]:
         self._ensure_open()
         with postgres_errors(self._where), self._borrowed() as connection:
-            yield Session(connection, _CODEC, self.queries, self.dialect)
+            yield _PostgresSession(connection, _CODEC, self.queries, self.dialect)
 
     @contextmanager
     def join(self, connection: Any) -> Iterator[Session]:
@@ -197,7 +219,7 @@ class PostgresDatabase(Database):
             cursor.execute("SELECT set_config('search_path', %s, true)",
                            (ours.as_string(connection),))
         try:
-            yield Session(cursor, _CODEC, self.queries, self.dialect)
+            yield _PostgresSession(cursor, _CODEC, self.queries, self.dialect)
         finally:
             with postgres_errors(self._where):
                 cursor.execute("SELECT set_config('search_path', %s, true)",
@@ -222,7 +244,9 @@ class PostgresDatabase(Database):
     def operation(self) -> AbstractContextManager[Session]:
         # Each round trip costs a worker and a backend CPU time and, after an idle gap, most of
         # an operation's latency: one statement in autocommit instead of BEGIN, 3-6 statements
-        # and COMMIT is what lets the engine keep up with two busy cores (bench/README.md).
+        # and COMMIT is what lets the engine keep up with two busy cores (bench/README.md). A
+        # query of a few statements (a lock, then the statement that must see what committed
+        # while it waited) is pipelined: one round trip, one implicit transaction.
         return self.autocommit()
 
     def change_marker(self, workflow_keys: Sequence[str]) -> ChangeMarker:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from umt.engine.models import (
     CompensationStatus,
     Run,
     RunsPage,
+    RunStatus,
     StartResult,
     Step,
 )
@@ -46,31 +48,42 @@ class Runs(StoreBase):
     ) -> StartResult:
         input_json = canonical_json(input_value)
         now = self.clock.now()
-        params: dict[str, object] = {
-            "id": str(uuid.uuid4()), "workflow_name": workflow, "workflow_version": version,
-            "workflow_key": f"{workflow}@{version}", "input": input_json,
-            "idempotency_key": idempotency_key, "compensable": compensable,
-            "due_at": max(start_at, now) if start_at else now, "now": now,
-        }
-
+        # The run as insert_run writes it: the columns it does not give take their defaults
+        # (no lease, epoch 0, no output yet). Only its id is read back: decoding a whole row
+        # of runs costs a submit about a sixth of its time.
+        new = Run(
+            id=str(uuid.uuid4()), workflow=workflow, version=version, status=RunStatus.PENDING,
+            input=json.loads(input_json), output=None, error=None,
+            idempotency_key=idempotency_key, compensation=None, detail=None,
+            due_at=max(start_at, now) if start_at else now, lease_owner=None, lease_epoch=0,
+            lease_expires_at=None, created_at=now, updated_at=now, started_at=None,
+            finished_at=None,
+        )
         if session is not None:
-            return self._create_run(session, params)
+            return self._create_run(session, new, input_json, compensable)
         with self.database.operation() as own_session:
-            return self._create_run(own_session, params)
+            return self._create_run(own_session, new, input_json, compensable)
 
-    def _create_run(self, session: Session, params: dict[str, object]) -> StartResult:
+    def _create_run(
+        self, session: Session, new: Run, input_json: str, compensable: bool
+    ) -> StartResult:
         for _ in range(2):
-            row = session.row("insert_run", **params, work_channel=self._work_channel,
-                              work_payload=_work_payload(params))
+            row = session.row(
+                "insert_run", id=new.id, workflow_name=new.workflow,
+                workflow_version=new.version, workflow_key=new.key, input=input_json,
+                idempotency_key=new.idempotency_key, compensable=compensable,
+                due_at=new.due_at, now=new.created_at, work_channel=self._work_channel,
+                work_payload=_work_payload(new),
+            )
             if row is not None:
-                return StartResult(Run.from_row(row), created=True)
-            holder = session.row("run_holding_key", workflow_name=params["workflow_name"],
-                                 idempotency_key=params["idempotency_key"])
+                return StartResult(new, created=True)
+            holder = session.row("run_holding_key", workflow_name=new.workflow,
+                                 idempotency_key=new.idempotency_key)
             if holder is not None:
                 existing = Run.from_row(holder)
-                if canonical_json(existing.input) != params["input"]:
-                    raise IdempotencyConflict(str(params["workflow_name"]),
-                                              str(params["idempotency_key"]), existing.id)
+                if canonical_json(existing.input) != input_json:
+                    raise IdempotencyConflict(new.workflow, str(new.idempotency_key),
+                                              existing.id)
                 return StartResult(existing, created=False)
             # The run holding the key released it meanwhile: try again, once.
         raise StoreError("the idempotency key was released concurrently; try again")
@@ -182,9 +195,9 @@ class Runs(StoreBase):
             time.sleep(poll)
 
 
-def _work_payload(params: dict[str, object]) -> str:
+def _work_payload(new: Run) -> str:
     """A run due now is named, so that one worker claims it; one due later wakes every worker
     of its workflow to look when it falls due."""
-    if params["due_at"] == params["now"]:
-        return due_run_payload(str(params["id"]), str(params["workflow_key"]))
-    return str(params["workflow_key"])
+    if new.due_at == new.created_at:
+        return due_run_payload(new.id, new.key)
+    return new.key

@@ -10,7 +10,7 @@ from umt.engine.errors import RunFinished, SignalKeyConflict, UnknownRun
 from umt.engine.jsonvalues import canonical_json
 from umt.engine.models import FINAL_STATUSES, SignalResult, WaitingRun
 from umt.engine.store.base import StoreBase
-from umt.engine.store.database import Row, Session
+from umt.engine.store.database import Row
 from umt.engine.store.driver_errors import UniqueViolation
 from umt.engine.store.values import valid_run_id, validate_signal_name
 
@@ -46,22 +46,20 @@ class Signals(StoreBase):
         expires_at = now + (ttl or self.signal_ttl)
         signal_id = str(uuid.uuid4())
         payload = canonical_json({"signal_id": signal_id, "name": name, "data": data})
-        with self.database.transaction() as session:
-            session.rows("lock_signal_name", name=name)
-            if idempotency_key is not None:
-                earlier = session.row("signal_by_key", idempotency_key=idempotency_key)
-                if earlier is not None:
-                    return _duplicate_outcome(earlier, name, run_id, data_json, idempotency_key)
-            if run_id is not None:
-                _require_signalable(session, run_id)
-            # After the lock, as a statement of its own: it must see a run that started
-            # waiting while this sender waited for the lock.
+        with self.database.operation() as session:
             row = session.row(
-                "send_signal", id=signal_id, name=name, target_run_id=run_id, data=data_json,
-                idempotency_key=idempotency_key, payload=payload, now=now,
+                "send_signal", id=signal_id, signal_name=name, target_run_id=run_id,
+                data=data_json, idempotency_key=idempotency_key, payload=payload, now=now,
                 expires_at=expires_at, work_channel=self._work_channel,
             )
         assert row is not None
+        if row["earlier_id"] is not None:
+            assert idempotency_key is not None
+            return _duplicate_outcome(row, name, run_id, data_json, idempotency_key)
+        if run_id is not None and not row["target_found"]:
+            raise UnknownRun(run_id)
+        if run_id is not None and row["target_status"] in FINAL_STATUSES:
+            raise RunFinished(run_id, row["target_status"], "signal")
         delivered = tuple(row["delivered_to"])
         return SignalResult(signal_id, name, delivered, kept=not delivered, duplicate=False)
 
@@ -75,25 +73,18 @@ class Signals(StoreBase):
         ]
 
 
-def _require_signalable(session: Session, run_id: str) -> None:
-    run = session.row("lock_run", run_id=run_id)
-    if run is None:
-        raise UnknownRun(run_id)
-    if run["status"] in FINAL_STATUSES:
-        raise RunFinished(run_id, run["status"], "signal")
-
-
 def _duplicate_outcome(
-    earlier: Row, name: str, run_id: str | None, data_json: str, key: str
+    row: Row, name: str, run_id: str | None, data_json: str, key: str
 ) -> SignalResult:
+    """The outcome of the earlier signal that holds ``key`` (its columns are ``earlier_*``)."""
     same = (
-        earlier["name"] == name
-        and earlier["target_run_id"] == run_id
-        and canonical_json(earlier["data"]) == data_json
+        row["earlier_name"] == name
+        and row["earlier_target_run_id"] == run_id
+        and canonical_json(row["earlier_data"]) == data_json
     )
     if not same:
         raise SignalKeyConflict(key)
     return SignalResult(
-        earlier["id"], name, tuple(earlier["delivered_to"]),
-        kept=earlier["status"] == "kept", duplicate=True,
+        row["earlier_id"], name, tuple(row["earlier_delivered_to"]),
+        kept=row["earlier_status"] == "kept", duplicate=True,
     )

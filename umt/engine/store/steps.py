@@ -29,7 +29,7 @@ class Steps(Fencing):
         return int(row["id"]), int(row["attempt"])
 
     def complete_step(
-        self, fence: Fence, position: int, attempt_id: int, result: Any,
+        self, fence: Fence, position: int, attempt_id: int | None, result: Any,
         statements: Sequence[BufferedStatement] = (),
     ) -> None:
         """Commits a step's result together with the step's buffered business statements."""
@@ -58,12 +58,17 @@ class Steps(Fencing):
         )
         return int(row["failures"])
 
-    def start_sleep(self, fence: Fence, position: int, name: str, wake_at: datetime) -> bool:
-        """Records a durable timer. Returns whether the run is now parked (False: already due)."""
+    def start_sleep(
+        self, fence: Fence, position: int, name: str, wake_at: datetime, *,
+        completing: StepResult | None = None,
+    ) -> bool:
+        """Records a durable timer, and commits ``completing`` (the previous step's result) with
+        it. Returns whether the run is now parked (False: already due)."""
         now = self.clock.now()
         due = wake_at <= now
         self._fenced_operation("start_sleep", fence, position=position, name=name,
-                               wake_at=wake_at, park=not due, now=now)
+                               wake_at=wake_at, park=not due, **_completing(completing),
+                               now=now)
         return not due
 
     def finish_parked_step(self, fence: Fence, position: int, status: str) -> None:
@@ -78,20 +83,17 @@ class Steps(Fencing):
 
     def wait_for_signal(
         self, fence: Fence, position: int, name: str, signal_name: str,
-        deadline: datetime | None,
+        deadline: datetime | None, *, completing: StepResult | None = None,
     ) -> ReceivedSignal | None:
         """Consumes a kept signal if there is one; otherwise parks the run until one arrives
-        (or until ``deadline``; ``None`` waits without limit)."""
+        (or until ``deadline``; ``None`` waits without limit). ``completing`` (the previous
+        step's result) commits with it."""
         validate_signal_name(signal_name)
-        with self.database.transaction() as session:
-            # The name lock comes before the run lock, in the same order as in send_signal;
-            # the query after it sees a signal sent while this waited for the lock.
-            session.rows("lock_signal_name", name=signal_name)
-            row = self._fenced_row(session, "wait_for_signal", fence, {
-                "position": position, "name": name, "signal_name": signal_name,
-                "wake_at": deadline, "take_kept": True,
-                "now": self.clock.now(),
-            })
+        # The query takes the name lock before the run lock, in the same order as send_signal.
+        row = self._fenced_operation(
+            "wait_for_signal", fence, position=position, name=name, signal_name=signal_name,
+            wake_at=deadline, take_kept=True, **_completing(completing), now=self.clock.now(),
+        )
         received = row["received"]
         if received is None:
             return None
@@ -151,4 +153,4 @@ def _completing(step: StepResult | None) -> dict[str, object]:
         return {"completed_position": None, "completed_attempt_id": None,
                 "completed_result": None}
     return {"completed_position": step.position, "completed_attempt_id": step.attempt_id,
-            "completed_result": canonical_json(step.result)}
+            "completed_result": None if step.attempt_id is None else canonical_json(step.result)}

@@ -50,7 +50,8 @@ class StepResult:
     start, or the run's end) instead of in a transaction of its own."""
 
     position: int
-    attempt_id: int
+    #: None: a timer that fired (a sleep step: no attempt, and no result to store).
+    attempt_id: int | None
     result: Any
 
 

@@ -5,7 +5,8 @@
 -- Each operation of the store that writes for a run (insert_run, claim_runs, begin_step,
 -- complete_step, fail_step, finish_parked_step, start_sleep, park_again, wait_for_signal,
 -- complete_run, fail_run, finish_compensation, hand_back; send_signal) is ONE statement run in
--- autocommit (Database.operation; the signal ones after lock_signal_name): the fence check
+-- autocommit (Database.operation; the signal ones after lock_signal_name, pipelined with it
+-- as one implicit transaction: still one round trip and one commit): the fence check
 -- (the run is still leased to the worker at its epoch; its row is locked), the writes and the
 -- notification happen in that statement, so an operation costs one round trip and one commit
 -- instead of BEGIN, a fence read, reads, writes, NOTIFY and COMMIT. Each returns no row when
@@ -19,6 +20,9 @@
 -- name: insert_run
 -- A new run and its notification (work_payload: the run itself when it is due now, so that one
 -- worker claims it; else its workflow); no row when the idempotency key is held by another run.
+-- Only its id comes back: every other column is given or takes its default
+-- (Runs.create_run), and decoding a whole row of runs costs a submit about a sixth of its
+-- time.
 WITH inserted AS (
     INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
                       idempotency_key, key_active, compensable, due_at, created_at, updated_at)
@@ -26,9 +30,9 @@ WITH inserted AS (
             %(input)s::jsonb, %(idempotency_key)s, %(idempotency_key)s::text IS NOT NULL,
             %(compensable)s, %(due_at)s, %(now)s, %(now)s)
     ON CONFLICT (workflow_name, idempotency_key) WHERE key_active DO NOTHING
-    RETURNING *
+    RETURNING id
 )
-SELECT inserted.*,
+SELECT inserted.id,
        (SELECT count(*) FROM (SELECT pg_notify(%(work_channel)s, %(work_payload)s)) AS n)
            AS notified
 FROM inserted;
@@ -131,12 +135,10 @@ UPDATE runs SET detail = %(detail)s, updated_at = %(now)s WHERE id = %(run_id)s:
 SELECT pg_notify(%(channel)s, %(payload)s);
 
 -- name: lock_signal_name
--- Serializes a sender and a run starting to wait on the same name, so that one of them always
--- sees the other's row.
-SELECT pg_advisory_xact_lock(hashtextextended(%(name)s, 0));
-
--- name: signal_by_key
-SELECT * FROM signals WHERE idempotency_key = %(idempotency_key)s;
+-- Not run alone: the first statement of send_signal and wait_for_signal. Serializes a sender
+-- and a run starting to wait on the same name, so that one of them always sees the other's
+-- row: the including query's next statement takes its snapshot after the lock.
+SELECT pg_advisory_xact_lock(hashtextextended(%(signal_name)s, 0));
 
 -- name: kept_signal
 -- Not run alone: the oldest signal kept for signal_name that the run may take (none when
@@ -149,11 +151,12 @@ ORDER BY created_at, id
 LIMIT 1;
 
 -- name: wait_for_signal
--- A signal wait: takes the kept signal if there is one (received: the step's result), else
+-- The previous step's result when it is given (completing), then a signal wait: takes the kept signal if there is one (received: the step's result), else
 -- records the waiting step and parks the run until wake_at (NULL: no limit; other workers are
--- notified of a due time). Runs after lock_signal_name in its transaction, as a statement of
--- its own, so that it sees a signal sent while it waited for the lock.
-WITH fence AS ({fence} FOR NO KEY UPDATE), kept AS (
+-- notified of a due time). After lock_signal_name, as a statement of its own, so that it sees
+-- a signal sent while it waited for the lock.
+{lock_signal_name};
+WITH fence AS ({fence} FOR NO KEY UPDATE), {completing}, kept AS (
     {kept_signal}
     FOR UPDATE SKIP LOCKED
 ), consumed AS (
@@ -186,18 +189,35 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), kept AS (
 SELECT id, received, {notify_released} AS notified
 FROM taken;
 
+-- name: signal_accepted
+-- Not run alone: whether send_signal may write; follows its CTEs earlier and target.
+NOT EXISTS (SELECT 1 FROM earlier)
+AND (%(target_run_id)s::uuid IS NULL
+     OR EXISTS (SELECT 1 FROM target WHERE status NOT IN ('succeeded', 'failed', 'canceled')))
+
 -- name: send_signal
 -- Delivers a signal to every run waiting on its name (only to target_run_id when given): the
 -- steps get its payload, the runs are due now (one notification per workflow), and the signal
--- is recorded as delivered, or kept when no run waits. Runs in send_signal's transaction after
--- lock_signal_name, as a statement of its own so that its snapshot is taken after the lock (a
--- run that started waiting meanwhile is seen). Always returns one row.
-WITH waiting AS (
+-- is recorded as delivered, or kept when no run waits. After lock_signal_name, as a statement
+-- of its own so that its snapshot is taken after the lock (a run that started waiting
+-- meanwhile is seen). Writes nothing when idempotency_key names an earlier signal (returned
+-- as earlier_*) or target_run_id names no run (target_found) or a finished one
+-- (target_status; the final statuses are those of models.FINAL_STATUSES). Always returns one
+-- row.
+{lock_signal_name};
+WITH earlier AS (
+    SELECT * FROM signals WHERE idempotency_key = %(idempotency_key)s
+), target AS (
+    SELECT status FROM runs WHERE id = %(target_run_id)s::uuid FOR UPDATE
+), accepted AS (
+    SELECT {signal_accepted} AS yes
+), waiting AS (
     SELECT s.run_id, s.phase, s.position, s.created_at
     FROM steps s
     JOIN runs r ON r.id = s.run_id
-    WHERE s.signal_name = %(name)s AND s.status = 'waiting' AND r.status = 'waiting'
+    WHERE s.signal_name = %(signal_name)s AND s.status = 'waiting' AND r.status = 'waiting'
       AND (%(target_run_id)s::uuid IS NULL OR r.id = %(target_run_id)s::uuid)
+      AND (SELECT yes FROM accepted)
     ORDER BY s.created_at, s.run_id
     FOR UPDATE OF r
 ), delivered AS (
@@ -218,16 +238,24 @@ WITH waiting AS (
 ), kept AS (
     INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
                          created_at, expires_at, delivered_at)
-    SELECT %(id)s, %(name)s, %(target_run_id)s::uuid, %(data)s::jsonb,
+    SELECT %(id)s, %(signal_name)s, %(target_run_id)s::uuid, %(data)s::jsonb,
            %(idempotency_key)s,
            CASE WHEN count(*) > 0 THEN 'delivered' ELSE 'kept' END,
            COALESCE(jsonb_agg(woken.id::text ORDER BY woken.created_at, woken.id), '[]'::jsonb),
            %(now)s, %(expires_at)s, CASE WHEN count(*) > 0 THEN %(now)s::timestamptz END
     FROM woken
+    HAVING (SELECT yes FROM accepted)
     RETURNING delivered_to
 )
 SELECT (SELECT delivered_to FROM kept) AS delivered_to,
-       (SELECT count(*) FROM notified) AS notified;
+       (SELECT count(*) FROM notified) AS notified,
+       e.id AS earlier_id, e.name AS earlier_name, e.target_run_id AS earlier_target_run_id,
+       e.data AS earlier_data, e.status AS earlier_status,
+       e.delivered_to AS earlier_delivered_to,
+       EXISTS (SELECT 1 FROM target) AS target_found,
+       (SELECT status FROM target) AS target_status
+FROM (SELECT 1) AS one
+LEFT JOIN earlier e ON true;
 
 -- name: runs_waiting_on_prefix
 SELECT s.run_id, s.position, s.signal_name, s.wake_at, r.workflow_name, r.detail
@@ -401,8 +429,8 @@ compensation = CASE WHEN compensation = 'running' THEN 'pending' ELSE compensati
                        WHERE due_at IS NOT NULL) AS n);
 
 -- name: completing
--- Not a statement: the CTEs with which begin_step, complete_step and complete_run commit an
--- earlier step's result (completed_result of attempt completed_attempt_id at
+-- Not a statement: the CTEs with which begin_step, complete_step, start_sleep,
+-- wait_for_signal and complete_run commit an earlier step's result (completed_result of attempt completed_attempt_id at
 -- completed_position; NULL: none), unless that step had succeeded already (a retried commit
 -- whose first try did commit). Follows the CTE fence.
 completed AS (
@@ -471,8 +499,9 @@ WITH fence AS ({fence} FOR NO KEY UPDATE), step AS (
 SELECT id FROM fence;
 
 -- name: start_sleep
--- A timer step; when park, the run is released until wake_at (and other workers notified).
-WITH fence AS ({fence} FOR NO KEY UPDATE), step AS (
+-- The previous step's result when it is given (completing), then a timer step; when park,
+-- the run is released until wake_at (and other workers notified).
+WITH fence AS ({fence} FOR NO KEY UPDATE), {completing}, step AS (
     INSERT INTO steps (run_id, phase, position, name, kind, status, wake_at, created_at,
                        updated_at, finished_at)
     SELECT fence.id, %(phase)s, %(position)s, %(name)s, 'sleep',

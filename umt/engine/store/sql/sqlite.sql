@@ -12,13 +12,14 @@
 -- row and wrote nothing.
 
 -- name: insert_run
--- A new run; no row when the idempotency key is held by another run.
+-- A new run; no row when the idempotency key is held by another run. Only its id comes back:
+-- every other column is given or takes its default (Runs.create_run).
 INSERT INTO runs (id, workflow_name, workflow_version, workflow_key, status, input,
                   idempotency_key, key_active, compensable, due_at, created_at, updated_at)
 VALUES (:id, :workflow_name, :workflow_version, :workflow_key, 'pending', :input,
         :idempotency_key, :idempotency_key IS NOT NULL, :compensable, :due_at, :now, :now)
 ON CONFLICT (workflow_name, idempotency_key) WHERE key_active DO NOTHING
-RETURNING *;
+RETURNING id;
 
 -- name: run_holding_key
 SELECT * FROM runs
@@ -110,11 +111,9 @@ WHERE run_id = :run_id AND phase = 'main' AND status = 'running';
 UPDATE runs SET detail = :detail, updated_at = :now WHERE id = :run_id;
 
 -- name: lock_signal_name
+-- Not run alone: the first statement of send_signal and wait_for_signal, as on PostgreSQL;
 -- BEGIN IMMEDIATE already serializes every writer.
-SELECT :name IS NOT NULL;
-
--- name: signal_by_key
-SELECT * FROM signals WHERE idempotency_key = :idempotency_key;
+SELECT :signal_name IS NOT NULL;
 
 -- name: kept_signal
 -- Not run alone: the oldest signal kept for signal_name that the run may take (none when
@@ -127,10 +126,12 @@ ORDER BY created_at, id
 LIMIT 1;
 
 -- name: wait_for_signal
--- A signal wait: takes the kept signal if there is one (received: the step's result), else
+-- The previous step's result when it is given (completing), then a signal wait: takes the kept signal if there is one (received: the step's result), else
 -- records the waiting step and parks the run until wake_at (NULL: no limit). The step is
 -- recorded waiting, then gets the kept signal, which is then consumed (found by the id in the
 -- step's result); the run is released last, after the statement that returns the row.
+{lock_signal_name};
+{completing};
 WITH fence AS ({fence})
 INSERT INTO steps (run_id, phase, position, name, kind, status, signal_name, wake_at,
                    created_at, updated_at)
@@ -161,30 +162,52 @@ WHERE id = (SELECT id FROM fence)
                   WHERE run_id = runs.id AND phase = :phase AND position = :position
                     AND status = 'succeeded');
 
+-- name: signal_accepted
+-- Not run alone: whether send_signal may write (see the last statement there).
+NOT EXISTS (SELECT 1 FROM signals WHERE idempotency_key = :idempotency_key)
+AND (:target_run_id IS NULL
+     OR EXISTS (SELECT 1 FROM runs WHERE id = :target_run_id
+                                     AND status NOT IN ('succeeded', 'failed', 'canceled')))
+
 -- name: send_signal
 -- Delivers a signal to every run waiting on its name (only to target_run_id when given): the
 -- steps get its payload (which holds the signal's id, so the next statements find them), the
 -- runs are due now, and the signal is recorded as delivered, or kept when no run waits.
--- Returns one row: the runs delivered to.
+-- Writes nothing when idempotency_key names an earlier signal (returned as earlier_*) or
+-- target_run_id names no run (target_found) or a finished one (target_status; the final
+-- statuses are those of models.FINAL_STATUSES). Returns one row.
+{lock_signal_name};
 UPDATE steps SET result = :payload
-WHERE signal_name = :name AND status = 'waiting'
+WHERE signal_name = :signal_name AND status = 'waiting'
   AND run_id IN (SELECT id FROM runs WHERE status = 'waiting')
-  AND (:target_run_id IS NULL OR run_id = :target_run_id);
+  AND (:target_run_id IS NULL OR run_id = :target_run_id)
+  AND {signal_accepted};
 UPDATE runs SET status = 'pending', due_at = :now, updated_at = :now
 WHERE status = 'waiting'
   AND id IN (SELECT run_id FROM steps
-             WHERE signal_name = :name AND status = 'waiting' AND result = :payload);
+             WHERE signal_name = :signal_name AND status = 'waiting' AND result = :payload);
 INSERT INTO signals (id, name, target_run_id, data, idempotency_key, status, delivered_to,
                      created_at, expires_at, delivered_at)
-SELECT :id, :name, :target_run_id, :data, :idempotency_key,
-       CASE WHEN count(*) > 0 THEN 'delivered' ELSE 'kept' END, json_group_array(run_id),
-       :now, :expires_at, CASE WHEN count(*) > 0 THEN :now END
-FROM (SELECT run_id FROM steps
-      WHERE signal_name = :name AND status = 'waiting' AND result = :payload
-      ORDER BY created_at, run_id)
-RETURNING delivered_to;
+SELECT * FROM (
+    SELECT :id, :signal_name, :target_run_id, :data, :idempotency_key,
+           CASE WHEN count(*) > 0 THEN 'delivered' ELSE 'kept' END, json_group_array(run_id),
+           :now, :expires_at, CASE WHEN count(*) > 0 THEN :now END
+    FROM (SELECT run_id FROM steps
+          WHERE signal_name = :signal_name AND status = 'waiting' AND result = :payload
+          ORDER BY created_at, run_id)
+)
+WHERE {signal_accepted};
 UPDATE steps SET status = 'succeeded', finished_at = :now, updated_at = :now
-WHERE signal_name = :name AND status = 'waiting' AND result = :payload;
+WHERE signal_name = :signal_name AND status = 'waiting' AND result = :payload;
+SELECT mine.delivered_to,
+       e.id AS earlier_id, e.name AS earlier_name, e.target_run_id AS earlier_target_run_id,
+       e.data AS earlier_data, e.status AS earlier_status,
+       e.delivered_to AS earlier_delivered_to,
+       t.id IS NOT NULL AS target_found, t.status AS target_status
+FROM (SELECT 1) AS one
+LEFT JOIN signals mine ON mine.id = :id
+LEFT JOIN signals e ON e.idempotency_key = :idempotency_key AND e.id <> :id
+LEFT JOIN runs t ON t.id = :target_run_id;
 
 -- name: runs_waiting_on_prefix
 SELECT s.run_id, s.position, s.signal_name, s.wake_at, r.workflow_name, r.detail
@@ -307,8 +330,8 @@ lease_owner = NULL, lease_expires_at = NULL, updated_at = :now,
 compensation = CASE WHEN compensation = 'running' THEN 'pending' ELSE compensation END;
 
 -- name: completing
--- Not run alone: the statements with which begin_step, complete_step and complete_run commit
--- an earlier step's result (completed_result of attempt completed_attempt_id at
+-- Not run alone: the statements with which begin_step, complete_step, start_sleep,
+-- wait_for_signal and complete_run commit an earlier step's result (completed_result of attempt completed_attempt_id at
 -- completed_position; NULL: none), unless that step had succeeded already (a retried commit
 -- whose first try did commit). The attempt first: it asks whether the step is done yet.
 WITH fence AS ({fence})
@@ -370,7 +393,9 @@ WHERE run_id = (SELECT id FROM fence) AND phase = :phase AND position = :positio
 {fence};
 
 -- name: start_sleep
--- A timer step; when park, the run is released until wake_at.
+-- The previous step's result when it is given (completing), then a timer step; when park,
+-- the run is released until wake_at.
+{completing};
 WITH fence AS ({fence})
 INSERT INTO steps (run_id, phase, position, name, kind, status, wake_at, created_at,
                    updated_at, finished_at)
