@@ -33,7 +33,7 @@ from spikes.workflows import UPGRADE
 from tests.support.tcp_proxy import TcpProxy
 
 #: How long A's path to PostgreSQL is cut (the issue's probe cut it for 90 s with a 30 s lease;
-#: the lease is 5 s here, and so is the cut shortened).
+#: the lease is 10 s here, and so is the cut shortened).
 CUT_SECONDS = 25
 
 
@@ -92,12 +92,13 @@ class _Vanishing:
 def cut_mid_copy(case: Case) -> None:
     case.section.summary = (
         "Worker A copies a 64 MiB film slowly; its path to PostgreSQL is cut (the proxy stops "
-        f"forwarding, connections stay open) for {CUT_SECONDS} s, with a 5 s lease (the "
-        "issue's probe: 90 s with a 30 s lease). Worker B, connected directly, is started at "
+        f"forwarding, connections stay open) for {CUT_SECONDS} s, with a 10 s lease (the "
+        "issue's probe: 90 s with a 30 s lease; a fenced step has a sixth of it, 1.7 s, to "
+        "stop). Worker B, connected directly, is started at "
         "the cut. A must log the loss within 15 s, stop its copy and remove its partial file "
         "before B takes the run over; B must finish the run once; A must claim again within "
         "5 s of the heal.")
-    case.configure(lease="5s", poll="1s")
+    case.configure(lease="10s", poll="1s")
     migrate(case)
     fake, hash_hex, run_id = _signaled_acquisition(case, "partition", "Cut Film", 64 << 20)
     with _proxy_for(case) as proxy:

@@ -112,6 +112,8 @@ class Worker:
         #: Per run held: when (time.monotonic()) the claim or lease extension was sent that
         #: the database last confirmed; the lease lasts at least ``lease`` from then.
         self._confirmed: dict[str, float] = {}
+        #: Executions the self-fence gave up (once each: a canceled one keeps its reason).
+        self._fenced: set[RunExecution] = set()
         #: Runs were given up because the database stopped answering: log when it answers.
         self._out_of_touch = threading.Event()
         self._lock = threading.Lock()
@@ -376,6 +378,7 @@ class Worker:
                 if self._executions.get(run_id) is execution:
                     del self._executions[run_id]
                     del self._confirmed[run_id]
+                self._fenced.discard(execution)
                 self._report.executed += 1
                 self._report.outcomes[outcome.value] = (
                     self._report.outcomes.get(outcome.value, 0) + 1
@@ -512,7 +515,7 @@ class Worker:
         the last confirmed claim or extension was sent, on this host's monotonic clock: the
         lease the database granted lasts at least that long, whatever the clocks say."""
         limit = self.options.self_fence_after
-        while not self._stop_heartbeat.wait(self.options.heartbeat_interval / 8):
+        while not self._stop_heartbeat.wait(self._until_next_fence(limit)):
             now = time.monotonic()
             with self._lock:
                 overdue = {
@@ -520,8 +523,10 @@ class Worker:
                     for run_id, execution in self._executions.items()
                     if now - self._confirmed[run_id] >= limit
                     and execution.interrupts.reason != Interrupts.LEASE_LOST
+                    and execution not in self._fenced
                 }
                 executions = {run_id: self._executions[run_id] for run_id in overdue}
+                self._fenced.update(executions.values())
             if not overdue:
                 continue
             self._out_of_touch.set()
@@ -536,6 +541,19 @@ class Worker:
             aborted = self.store.database.abort_stuck(self.options.heartbeat_interval)
             if aborted:
                 log.warning("gave up %d database statement(s) left unanswered", aborted)
+
+    def _until_next_fence(self, limit: float) -> float:
+        """Seconds until the first held run's fence falls due (it wakes on time, not up to a
+        polling period late: that period would come out of the sixth of a lease a fenced step
+        has to stop), at most an eighth of the heartbeat (a run claimed meanwhile)."""
+        longest = self.options.heartbeat_interval / 8
+        with self._lock:
+            confirmed = [self._confirmed[run_id] for run_id, execution in self._executions.items()
+                         if execution.interrupts.reason != Interrupts.LEASE_LOST
+                         and execution not in self._fenced]
+        if not confirmed:
+            return longest
+        return min(longest, max(0.0, min(confirmed) + limit - time.monotonic()))
 
     # ------------------------------------------------------------------ same-host takeover
 
