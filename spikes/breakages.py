@@ -347,7 +347,7 @@ def _double_claim() -> None:
     from umt.engine.store.queries import QuerySet
 
     #: in the block claim_due of each dialect: the lease condition, and what replaces it
-    broken = [(re.compile(r"AND due_at <= (%\(now\)s|:now)"), "AND due_at IS NOT NULL"),
+    broken = [(re.compile(r"\b(WHERE|AND) due_at <= (%\(now\)s|:now)"), r"\1 due_at IS NOT NULL"),
               (re.compile(r"\nFOR UPDATE SKIP LOCKED;"), ";")]
     original = QuerySet.from_text.__func__  # type: ignore[attr-defined]
 

@@ -104,9 +104,10 @@ def test_two_hosts_one_qbittorrent_fifty_runs_and_a_host_killed_mid_copy(
     again = parse_source(f"magnet:?xt=urn:btih:{hashlib.sha1(b'film 0').hexdigest()}")
     assert app.start_acquire(again).run.id == run_ids[0]
 
-    # host-a's disk is slow, so that the copy it is killed in cannot finish before the kill lands
+    # host-a's disk is slow, so that the copy it is killed in cannot finish before the kill
+    # lands (at 1 MB/s even a small film's copy takes a quarter of a second)
     hosts = {name: Host(name, tmp_path, shared, configs[name],
-                        faults="slow-copy=16" if name == "host-a" else None)
+                        faults="slow-copy=1" if name == "host-a" else None)
              for name in configs}
     stop_reconciling = threading.Event()
 
