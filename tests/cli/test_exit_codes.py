@@ -41,3 +41,12 @@ def test_an_error_class_carries_its_exit_code(error: Exception, code: int) -> No
 def test_an_error_without_one_is_unexpected() -> None:
     code, message = classify(ZeroDivisionError("boom"))
     assert code == EXIT_FAILED and message is not None and message.startswith("unexpected ")
+
+
+def test_a_system_exit_keeps_its_code_and_its_message() -> None:
+    assert classify(SystemExit(2)) == (2, None)
+    assert classify(SystemExit(0)) == (0, None)
+    assert classify(SystemExit(None)) == (0, None)
+    # as Python does: a message is printed and the exit code is 1
+    assert classify(SystemExit("a plug-in refused to load")) == (
+        EXIT_FAILED, "a plug-in refused to load")

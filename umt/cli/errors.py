@@ -80,7 +80,9 @@ def classify(exc: BaseException) -> tuple[int, str | None]:
         return int(exc.exit_code), None
     if isinstance(exc, SystemExit):
         status = exc.code
-        return (status if isinstance(status, int) else EXIT_FAILED if status else EXIT_OK), None
+        if isinstance(status, int) or not status:
+            return status or EXIT_OK, None
+        return EXIT_FAILED, str(status)  # SystemExit("why"): Python itself would print why
     if isinstance(exc, CliError):
         return exc.code, exc.message
     if isinstance(exc, KeyboardInterrupt) or (typer is not None and isinstance(exc, typer.Abort)):
