@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class App:
     def __init__(self, settings: Settings, *, pool_size: int | None = None) -> None:
         self.settings = settings
-        self._pool_size = pool_size or settings.engine.concurrency + 3
+        self._pool_size = pool_size or pool_size_for(settings.engine.concurrency)
         self._engine: Engine | None = None
 
     # ------------------------------------------------------------------ database
@@ -194,6 +194,12 @@ class App:
             verify=library.verify,
             file_mode=file_mode, dir_mode=dir_mode, group_id=group_id,
         )
+
+
+def pool_size_for(concurrency: int) -> int:
+    """The connection pool of a process that runs ``concurrency`` runs at once: one connection
+    per run and three to spare for the worker's own statements (every command sizes it so)."""
+    return concurrency + 3
 
 
 def database_schemas(engine_schema: str) -> tuple[str, str]:

@@ -59,7 +59,7 @@ def untracked_at_a_glance(config_path: Path | None, info_hash: str) -> bool:
     only the full path can judge, or any error, which it reports in its own words."""
     if not V1_HASH.fullmatch(info_hash):
         return False
-    from umt.app import open_engine
+    from umt.app import open_engine, pool_size_for
     from umt.cli.application import cli_environment
     from umt.config_hook import hook_settings
     from umt.engine import SchemaNotReady, parse_database_url
@@ -73,7 +73,7 @@ def untracked_at_a_glance(config_path: Path | None, info_hash: str) -> bool:
         return True  # as ``Application.existing_engine``: no database, so no run
     try:
         engine = open_engine(settings.database_url, settings.engine_schema,
-                             pool_size=settings.concurrency + 3,
+                             pool_size=pool_size_for(settings.concurrency),
                              sqlite_poll_interval=settings.sqlite_poll_interval,
                              lease=settings.lease, signal_ttl=settings.signal_ttl)
     except SchemaNotReady:

@@ -30,9 +30,5 @@ class StoreBase:
         self._work_channel = database.channel(WORK_CHANNEL)
 
     @staticmethod
-    def _step_key(fence: Fence, position: int) -> dict[str, object]:
-        return {"run_id": fence.run_id, "phase": fence.phase, "position": position}
-
-    @staticmethod
     def _fence_key(fence: Fence) -> dict[str, object]:
         return {"run_id": fence.run_id, "worker_id": fence.worker_id, "lease_epoch": fence.epoch}

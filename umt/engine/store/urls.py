@@ -21,9 +21,6 @@ class DatabaseTarget:
     url: str = field(repr=False)
     sqlite_path: Path | None = None
 
-    def url_for_display(self) -> str:
-        return mask_database_url(self.url)
-
 
 def parse_database_url(url: str, *, cwd: Path | None = None) -> DatabaseTarget:
     """Parse ``postgresql://…``, ``sqlite:///relative.db`` (to ``cwd``) or ``sqlite:////abs.db``.
